@@ -1,0 +1,14 @@
+// One bind_* function per area; module.cpp calls them all. Bindings stay thin: convert, release
+// the GIL around long calls, no logic.
+#pragma once
+#include <nanobind/nanobind.h>
+
+namespace nb = nanobind;
+
+namespace pyllm {
+void bind_gguf(nb::module_& m);
+void bind_quants(nb::module_& m);
+void bind_tokenizer(nb::module_& m);
+void bind_sampling(nb::module_& m);
+void bind_model(nb::module_& m);
+}  // namespace pyllm

@@ -1,0 +1,96 @@
+// THE traits table: one row per GGML type id. Kernels live in the per-type files; SIMD versions
+// replace the scalar pointers at start-up (see dispatch in this file).
+#include "ggml/types.h"
+#include "ggml/fp16.h"
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace pyllm {
+
+// ---- plain float types (scalar reference) ----
+static void f32_to_float(const void* x, float* y, int64_t n) { std::memcpy(y, x, n * sizeof(float)); }
+static void f32_from_float(const float* x, void* y, int64_t n) { std::memcpy(y, x, n * sizeof(float)); }
+static void f32_vec_dot(int n, float* s, const void* x, const void* y) {
+  const float* a = (const float*)x; const float* b = (const float*)y;
+  double acc = 0; for (int i = 0; i < n; i++) acc += (double)a[i] * b[i];
+  *s = (float)acc;
+}
+static void f16_to_float(const void* x, float* y, int64_t n) {
+  const uint16_t* h = (const uint16_t*)x; for (int64_t i = 0; i < n; i++) y[i] = fp16_to_fp32(h[i]);
+}
+static void f16_from_float(const float* x, void* y, int64_t n) {
+  uint16_t* h = (uint16_t*)y; for (int64_t i = 0; i < n; i++) h[i] = fp32_to_fp16(x[i]);
+}
+static void f16_vec_dot(int n, float* s, const void* x, const void* y) {
+  const uint16_t* a = (const uint16_t*)x; const uint16_t* b = (const uint16_t*)y;
+  double acc = 0; for (int i = 0; i < n; i++) acc += (double)fp16_to_fp32(a[i]) * fp16_to_fp32(b[i]);
+  *s = (float)acc;
+}
+static void bf16_to_float(const void* x, float* y, int64_t n) {
+  const uint16_t* h = (const uint16_t*)x; for (int64_t i = 0; i < n; i++) y[i] = bf16_to_fp32(h[i]);
+}
+static void bf16_from_float(const float* x, void* y, int64_t n) {
+  uint16_t* h = (uint16_t*)y; for (int64_t i = 0; i < n; i++) h[i] = fp32_to_bf16(x[i]);
+}
+static void bf16_vec_dot(int n, float* s, const void* x, const void* y) {
+  const uint16_t* a = (const uint16_t*)x; const uint16_t* b = (const uint16_t*)y;
+  double acc = 0; for (int i = 0; i < n; i++) acc += (double)bf16_to_fp32(a[i]) * bf16_to_fp32(b[i]);
+  *s = (float)acc;
+}
+
+#define T(id, nm, blck, size) table[id] = type_traits{nm, blck, size, nullptr, nullptr, nullptr, GGML_TYPE_F32, false}
+
+static type_traits table[GGML_TYPE_COUNT];
+
+static void init_table() {
+  for (auto& t : table) t = type_traits{nullptr, 0, 0, nullptr, nullptr, nullptr, GGML_TYPE_F32, false};
+  T(GGML_TYPE_F32, "f32", 1, 4);     T(GGML_TYPE_F16, "f16", 1, 2);
+  T(GGML_TYPE_Q4_0, "q4_0", 32, 18); T(GGML_TYPE_Q4_1, "q4_1", 32, 20);
+  T(GGML_TYPE_Q5_0, "q5_0", 32, 22); T(GGML_TYPE_Q5_1, "q5_1", 32, 24);
+  T(GGML_TYPE_Q8_0, "q8_0", 32, 34); T(GGML_TYPE_Q8_1, "q8_1", 32, 36);
+  T(GGML_TYPE_Q2_K, "q2_K", 256, 84); T(GGML_TYPE_Q3_K, "q3_K", 256, 110);
+  T(GGML_TYPE_Q4_K, "q4_K", 256, 144); T(GGML_TYPE_Q5_K, "q5_K", 256, 176);
+  T(GGML_TYPE_Q6_K, "q6_K", 256, 210); T(GGML_TYPE_Q8_K, "q8_K", 256, 292);
+  T(GGML_TYPE_IQ2_XXS, "iq2_xxs", 256, 66); T(GGML_TYPE_IQ2_XS, "iq2_xs", 256, 74);
+  T(GGML_TYPE_IQ3_XXS, "iq3_xxs", 256, 98); T(GGML_TYPE_IQ1_S, "iq1_s", 256, 50);
+  T(GGML_TYPE_IQ4_NL, "iq4_nl", 32, 18); T(GGML_TYPE_IQ3_S, "iq3_s", 256, 110);
+  T(GGML_TYPE_IQ2_S, "iq2_s", 256, 82); T(GGML_TYPE_IQ4_XS, "iq4_xs", 256, 136);
+  T(GGML_TYPE_I8, "i8", 1, 1); T(GGML_TYPE_I16, "i16", 1, 2); T(GGML_TYPE_I32, "i32", 1, 4);
+  T(GGML_TYPE_I64, "i64", 1, 8); T(GGML_TYPE_F64, "f64", 1, 8);
+  T(GGML_TYPE_IQ1_M, "iq1_m", 256, 56); T(GGML_TYPE_BF16, "bf16", 1, 2);
+  T(GGML_TYPE_TQ1_0, "tq1_0", 256, 54); T(GGML_TYPE_TQ2_0, "tq2_0", 256, 66);
+  T(GGML_TYPE_MXFP4, "mxfp4", 32, 17); T(GGML_TYPE_NVFP4, "nvfp4", 64, 36);
+  T(GGML_TYPE_Q1_0, "q1_0", 128, 18); T(GGML_TYPE_Q2_0, "q2_0", 64, 18);
+
+  auto set = [](ggml_type id, to_float_fn tf, from_float_fn ff, vec_dot_fn vd, ggml_type vdt) {
+    table[id].to_float = tf; table[id].from_float = ff; table[id].vec_dot = vd;
+    table[id].vec_dot_type = vdt; table[id].compute = tf && vd;
+  };
+  set(GGML_TYPE_F32, f32_to_float, f32_from_float, f32_vec_dot, GGML_TYPE_F32);
+  set(GGML_TYPE_F16, f16_to_float, f16_from_float, f16_vec_dot, GGML_TYPE_F16);
+  set(GGML_TYPE_BF16, bf16_to_float, bf16_from_float, bf16_vec_dot, GGML_TYPE_BF16);
+}
+
+static struct TableInit { TableInit() { init_table(); } } table_init;
+
+const type_traits& get_type_traits(ggml_type t) {
+  if ((int)t < 0 || (int)t >= GGML_TYPE_COUNT) throw std::out_of_range("invalid ggml type id " + std::to_string((int)t));
+  return table[t];
+}
+bool type_id_valid(int64_t id) { return id >= 0 && id < GGML_TYPE_COUNT && table[id].blck_size > 0; }
+const char* type_name(ggml_type t) {
+  return type_id_valid(t) ? table[t].name : "unknown";
+}
+size_t row_size(ggml_type t, int64_t ne0) { return (size_t)(ne0 / table[t].blck_size) * table[t].type_size; }
+
+static std::string g_level = "scalar";
+const char* simd_level() { return g_level.c_str(); }
+void set_simd_level(const char* level) {
+  if (std::strcmp(level, "auto") && std::strcmp(level, "scalar") && std::strcmp(level, "avx2") && std::strcmp(level, "avx512"))
+    throw std::invalid_argument(std::string("unknown SIMD level '") + level + "'");
+  g_level = std::strcmp(level, "auto") ? level : "scalar";
+}
+
+}  // namespace pyllm

@@ -1,0 +1,48 @@
+// GGML tensor types: ids are GGML's (they are what GGUF stores), one traits table for all.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace pyllm {
+
+enum ggml_type : int32_t {
+  GGML_TYPE_F32 = 0, GGML_TYPE_F16 = 1, GGML_TYPE_Q4_0 = 2, GGML_TYPE_Q4_1 = 3,
+  GGML_TYPE_Q5_0 = 6, GGML_TYPE_Q5_1 = 7, GGML_TYPE_Q8_0 = 8, GGML_TYPE_Q8_1 = 9,
+  GGML_TYPE_Q2_K = 10, GGML_TYPE_Q3_K = 11, GGML_TYPE_Q4_K = 12, GGML_TYPE_Q5_K = 13,
+  GGML_TYPE_Q6_K = 14, GGML_TYPE_Q8_K = 15, GGML_TYPE_IQ2_XXS = 16, GGML_TYPE_IQ2_XS = 17,
+  GGML_TYPE_IQ3_XXS = 18, GGML_TYPE_IQ1_S = 19, GGML_TYPE_IQ4_NL = 20, GGML_TYPE_IQ3_S = 21,
+  GGML_TYPE_IQ2_S = 22, GGML_TYPE_IQ4_XS = 23, GGML_TYPE_I8 = 24, GGML_TYPE_I16 = 25,
+  GGML_TYPE_I32 = 26, GGML_TYPE_I64 = 27, GGML_TYPE_F64 = 28, GGML_TYPE_IQ1_M = 29,
+  GGML_TYPE_BF16 = 30, GGML_TYPE_TQ1_0 = 34, GGML_TYPE_TQ2_0 = 35, GGML_TYPE_MXFP4 = 39,
+  GGML_TYPE_NVFP4 = 40, GGML_TYPE_Q1_0 = 41, GGML_TYPE_Q2_0 = 42,
+  GGML_TYPE_COUNT = 43,
+};
+
+// x: one weight row (n elements of the weight type), y: one activation row already converted
+// to vec_dot_type. Returns the dot product in *s.
+typedef void (*vec_dot_fn)(int n, float* s, const void* x, const void* y);
+typedef void (*to_float_fn)(const void* x, float* y, int64_t n);
+typedef void (*from_float_fn)(const float* x, void* y, int64_t n);
+
+struct type_traits {
+  const char* name;       // GGML's name, e.g. "q4_K"
+  int64_t blck_size;      // elements per block (0 = id not a valid GGUF type)
+  size_t type_size;       // bytes per block
+  to_float_fn to_float;   // dequantize (scalar reference or SIMD override)
+  from_float_fn from_float;  // quantize (needed for vec_dot types: Q8_0, Q8_1, Q8_K, F16, BF16, F32)
+  vec_dot_fn vec_dot;     // weight row . activation row
+  ggml_type vec_dot_type; // what activations are quantized to for this weight type
+  bool compute;           // true when to_float and vec_dot exist: loadable as a weight
+};
+
+// THE table (csrc/ggml/traits.cpp). Index by id; ids outside [0, GGML_TYPE_COUNT) are invalid.
+const type_traits& get_type_traits(ggml_type t);
+bool type_id_valid(int64_t id);  // a GGML id that a GGUF file may carry (block size known)
+const char* type_name(ggml_type t);
+size_t row_size(ggml_type t, int64_t ne0);  // bytes of one row of ne0 elements
+
+// Which SIMD level the dispatcher picked: "avx512", "avx2" or "scalar". Settable for tests.
+const char* simd_level();
+void set_simd_level(const char* level);  // "auto", "scalar", "avx2", "avx512"
+
+}  // namespace pyllm
