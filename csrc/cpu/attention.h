@@ -1,0 +1,26 @@
+// Causal multi-head attention over a sequence's f16 KV cache, with GQA (kv head = h / (H/Hkv))
+// and an optional sliding window. The new rows' K/V are written to the cache first.
+#pragma once
+#include "cpu/threadpool.h"
+#include "memory/memory.h"
+#include "model/model.h"
+
+namespace pyllm {
+
+struct AttnParams {
+  int H = 1, Hkv = 1, Dk = 64, Dv = 64;
+  float scale = 0.125f;
+  int n_swa = 0;         // > 0: row at pos p sees keys j with p - j < n_swa
+  float softcap = 0.f;   // > 0: scores = softcap * tanh(scores / softcap)
+};
+
+// q: [n][H*Dk], k: [n][Hkv*Dk], v: [n][Hkv*Dv] for the rows of `in`; out: [n][H*Dv]
+void attention(ThreadPool& tp, Memory& mem, int il, const ForwardIn& in, const float* q, const float* k,
+               const float* v, float* out, const AttnParams& p);
+
+// f16 row helpers (F16C when the CPU has it)
+float dot_f32_f16(const float* a, const uint16_t* b, int n);
+void axpy_f16(float* y, const uint16_t* x, float a, int n);  // y += a * x
+void store_f16(uint16_t* dst, const float* src, int n);
+
+}  // namespace pyllm

@@ -1,0 +1,84 @@
+#include "cpu/delta_net.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "cpu/ops.h"
+
+namespace pyllm {
+
+void gated_delta_net(ThreadPool& tp, Memory& mem, int il, int seq, bool snap, int n, const float* u,
+                     const float* z, const float* b, const float* a, float* out, const GDNParams& p) {
+  const int key_dim = p.H_k * p.dk, value_dim = p.H_v * p.dv;
+  const int conv_dim = 2 * key_dim + value_dim;
+  const int W = p.d_conv - 1;  // stored window length
+  if (snap && n > mem.n_planes) throw std::runtime_error("verification batch longer than the recurrent snapshots");
+
+  // 1. causal depthwise conv + SiLU over all rows: y [n][conv_dim]
+  thread_local std::vector<float> ybuf;
+  ybuf.resize((size_t)n * conv_dim);
+  float* y = ybuf.data();
+  auto conv_body = [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; c++) {
+      const float* w = p.conv_w + c * p.d_conv;
+      for (int i = 0; i < n; i++) {
+        const float* cin = mem.conv_ptr(il, seq, mem.run_in_plane(seq, i, snap)) + c * W;   // [W] oldest first
+        float* cout = mem.conv_ptr(il, seq, mem.run_out_plane(seq, i, snap)) + c * W;
+        const float x = u[(int64_t)i * conv_dim + c];
+        float acc = 0;
+        for (int k = 0; k < W; k++) acc += w[k] * cin[k];
+        acc += w[W] * x;
+        y[(int64_t)i * conv_dim + c] = silu(acc);
+        // shift the window (works in place: cout may equal cin)
+        for (int k = 0; k + 1 < W; k++) cout[k] = cin[k + 1];
+        if (W > 0) cout[W - 1] = x;
+      }
+    }
+  };
+  if ((int64_t)n * conv_dim >= 8192) tp.parallel_for(conv_dim, conv_body, 64); else conv_body(0, conv_dim);
+
+  // 2. per value head: L2-normalised q/k (tiled key head h % H_k), decay, delta rule, output
+  const float qscale = 1.0f / std::sqrt((float)p.dk);
+  auto head_body = [&](int64_t h0, int64_t h1) {
+    std::vector<float> qn(p.dk), kn(p.dk), kv(p.dv), o(p.dv);
+    for (int64_t h = h0; h < h1; h++) {
+      const int kh = (int)(h % p.H_k);
+      for (int i = 0; i < n; i++) {
+        const float* yr = y + (int64_t)i * conv_dim;
+        l2_norm(yr + kh * p.dk, qn.data(), p.dk, p.eps);
+        l2_norm(yr + key_dim + kh * p.dk, kn.data(), p.dk, p.eps);
+        const float* v = yr + 2 * key_dim + h * p.dv;
+        const float beta = sigmoid(b[(int64_t)i * p.H_v + h]);
+        const float g = softplus(a[(int64_t)i * p.H_v + h] + p.dt_bias[h]) * p.ssm_a[h];
+        const float decay = std::exp(g);
+        const float* Sin = mem.ssm_ptr(il, seq, mem.run_in_plane(seq, i, snap)) + (int64_t)h * p.dk * p.dv;
+        float* S = mem.ssm_ptr(il, seq, mem.run_out_plane(seq, i, snap)) + (int64_t)h * p.dk * p.dv;  // [dk][dv]
+        // S = decay * S_in ; kv = S^T k
+        std::fill(kv.begin(), kv.end(), 0.f);
+        for (int r = 0; r < p.dk; r++) {
+          const float* si = Sin + (int64_t)r * p.dv;
+          float* so = S + (int64_t)r * p.dv;
+          const float kr = kn[r];
+          for (int c = 0; c < p.dv; c++) { so[c] = si[c] * decay; kv[c] += so[c] * kr; }
+        }
+        // delta = beta (v - kv); S += k delta^T ; o = S^T q / sqrt(dk)
+        for (int c = 0; c < p.dv; c++) kv[c] = beta * (v[c] - kv[c]);
+        std::fill(o.begin(), o.end(), 0.f);
+        for (int r = 0; r < p.dk; r++) {
+          float* so = S + (int64_t)r * p.dv;
+          const float kr = kn[r], qr = qn[r] * qscale;
+          for (int c = 0; c < p.dv; c++) { so[c] += kr * kv[c]; o[c] += so[c] * qr; }
+        }
+        // gated RMSNorm: RMS(o, norm) * SiLU(z)
+        float* dst = out + (int64_t)i * value_dim + h * p.dv;
+        rms_norm(o.data(), p.norm_w, dst, p.dv, p.eps);
+        const float* zr = z + (int64_t)i * value_dim + h * p.dv;
+        for (int c = 0; c < p.dv; c++) dst[c] *= silu(zr[c]);
+      }
+    }
+  };
+  if ((int64_t)n * p.H_v * p.dk * p.dv >= 32768) tp.parallel_for(p.H_v, head_body); else head_body(0, p.H_v);
+}
+
+}  // namespace pyllm

@@ -1,0 +1,75 @@
+#include "cpu/matmul.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace pyllm {
+
+void quantize_acts(ThreadPool& tp, const float* X, int64_t ldx, int B, int64_t K, ggml_type vdt, QuantActs& out) {
+  const auto& tr = get_type_traits(vdt);
+  if (!tr.from_float) throw std::runtime_error(std::string("no activation quantizer for ") + tr.name);
+  out.type = vdt; out.K = K; out.B = B;
+  out.row_bytes = row_size(vdt, K);
+  out.buf.resize((size_t)B * out.row_bytes);
+  auto body = [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; b++) tr.from_float(X + b * ldx, out.buf.data() + b * out.row_bytes, K);
+  };
+  if (B * K >= 16384) tp.parallel_for(B, body); else body(0, B);
+}
+
+// Rows [n0, n1) of W against all B activation rows, tiled so a block of weight rows stays in
+// L1/L2 while it meets every token of a token block.
+static void mm_rows(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy, int64_t n0, int64_t n1) {
+  const auto& tr = get_type_traits(W.type);
+  const int K = (int)W.ne[0];
+  const int B = qa.B;
+  constexpr int64_t RB = 8;   // weight rows per tile
+  constexpr int TB = 32;      // tokens per tile
+  for (int64_t r0 = n0; r0 < n1; r0 += RB) {
+    int64_t r1 = std::min(n1, r0 + RB);
+    for (int t0 = 0; t0 < B; t0 += TB) {
+      int t1 = std::min(B, t0 + TB);
+      for (int64_t r = r0; r < r1; r++) {
+        const uint8_t* wr = W.data + r * W.nb1;
+        for (int t = t0; t < t1; t++) tr.vec_dot(K, &Y[t * ldy + r], wr, qa.row(t));
+      }
+    }
+  }
+}
+
+void matmul_q(ThreadPool& tp, const Weight& W, const QuantActs& qa, float* Y, int64_t ldy) {
+  const int64_t N = W.ne[1];
+  // tiny matrices (per-head norms, routers) are not worth a dispatch
+  const int64_t work = N * W.ne[0] * qa.B;
+  if (work < 65536 || tp.n_threads() == 1) { mm_rows(W, qa, Y, ldy, 0, N); return; }
+  tp.run([&](int ith, int nth) {
+    // chunks of 16 rows (interleaved) keep threads balanced when N is small
+    const int64_t CH = 16;
+    const int64_t nch = (N + CH - 1) / CH;
+    for (int64_t c = ith; c < nch; c += nth) mm_rows(W, qa, Y, ldy, c * CH, std::min(N, (c + 1) * CH));
+  });
+}
+
+void matmul_q_st(const Weight& W, const QuantActs& qa, const int* rows_b, int nb, float* Y, int64_t ldy, int64_t n0, int64_t n1) {
+  const auto& tr = get_type_traits(W.type);
+  const int K = (int)W.ne[0];
+  for (int64_t r = n0; r < n1; r++) {
+    const uint8_t* wr = W.data + r * W.nb1;
+    for (int i = 0; i < nb; i++) tr.vec_dot(K, &Y[i * ldy + r], wr, qa.row(rows_b[i]));
+  }
+}
+
+void matmul(ThreadPool& tp, const Weight& W, const float* X, int64_t ldx, int B, float* Y, int64_t ldy) {
+  thread_local QuantActs qa;
+  const auto& tr = get_type_traits(W.type);
+  if (!tr.compute) throw std::runtime_error("tensor '" + W.name + "': type " + tr.name + " has no matmul kernel");
+  quantize_acts(tp, X, ldx, B, W.ne[0], tr.vec_dot_type, qa);
+  matmul_q(tp, W, qa, Y, ldy);
+}
+
+void get_row(const Weight& W, int64_t id, float* out) {
+  const auto& tr = get_type_traits(W.type);
+  tr.to_float(W.data + id * W.nb1, out, W.ne[0]);
+}
+
+}  // namespace pyllm

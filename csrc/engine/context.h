@@ -1,0 +1,124 @@
+// Context: n_seq sequences over one model. step() advances every active sequence in batched
+// forwards: prompt chunks, then all generating sequences together (plain decode, or MTP draft ->
+// one batched verification -> sample_and_accept_n -> rollback to the accepted prefix).
+#pragma once
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cpu/threadpool.h"
+#include "memory/memory.h"
+#include "model/model.h"
+
+namespace pyllm {
+
+// What the engine needs from a sampler (adapters wrap the sampling module's chain).
+struct TokenSampler {
+  virtual ~TokenSampler() = default;
+  virtual int32_t sample(const float* logits, int n_vocab) = 0;  // full chain
+  virtual void accept(int32_t token) = 0;                         // penalties history
+};
+using SamplerFactory = std::function<std::unique_ptr<TokenSampler>(int n_vocab)>;
+std::unique_ptr<TokenSampler> make_greedy_sampler();
+
+struct SpecParams {
+  std::string type = "none";  // "none" | "draft-mtp"
+  int n_max = 3, n_min = 0;
+  float p_min = 0.0f;
+  // --spec-synth-len / --spec-synth-rates: benchmark-only synthetic acceptance
+  int synth_len = 0;
+  std::vector<float> synth_rates;
+  bool enabled() const { return type == "draft-mtp" && n_max > 0; }
+};
+
+struct TokenProb { int32_t id; float p; };
+struct StepToken {
+  int32_t id;
+  float p;                       // probability of id under softmax(raw logits)
+  std::vector<TokenProb> top;    // n_probs most likely
+};
+struct StepOutput {
+  int seq;
+  std::vector<StepToken> tokens;
+  bool done = false;
+  std::string stop;  // "eos" | "limit" | "ctx" | ""
+};
+
+struct SeqStats {
+  int n_prompt = 0, n_cached = 0, n_gen = 0;
+  double t_prompt_ms = 0, t_gen_ms = 0;
+  int64_t n_draft = 0, n_draft_accepted = 0, n_verif_steps = 0;
+  std::vector<int64_t> n_accepted_per_pos;
+};
+
+struct GlobalStats {
+  int64_t n_prompt_tokens = 0, n_gen_tokens = 0, n_decode_calls = 0;
+  int64_t n_draft = 0, n_draft_accepted = 0, n_drafts = 0;
+  std::vector<int64_t> n_accepted_per_pos;
+  double t_prompt_ms = 0, t_gen_ms = 0;
+};
+
+struct SeqParams {
+  int n_predict = -1;
+  bool ignore_eos = false;
+  int n_probs = 0;
+  SamplerFactory sampler;  // empty = greedy
+};
+
+class Context {
+ public:
+  Context(const Model& model, int n_ctx, int n_seq, int n_batch, int n_ubatch, int n_threads, const SpecParams& spec);
+
+  int n_ctx_seq() const { return n_ctx_seq_; }
+  int n_seq() const { return (int)seqs_.size(); }
+
+  // Starts generation for seq from prompt; reuses the longest common prefix it holds. Returns n_cached.
+  int seq_begin(int seq, const std::vector<int32_t>& prompt, SeqParams params);
+  void seq_end(int seq);
+  void seq_clear(int seq);
+  std::vector<StepOutput> step();
+  int n_active() const;
+  const SeqStats& seq_stats(int seq) const { return seqs_.at(seq).stats; }
+  const GlobalStats& stats() const { return gstats_; }
+  std::string acceptance_line(int seq) const;  // llama.cpp's "draft acceptance = ..." line
+
+  // Low-level: evaluate tokens appended to seq; returns logits for every row (or the last) [rows][n_vocab].
+  std::vector<float> eval(int seq, const std::vector<int32_t>& tokens, bool all_logits);
+  void seq_rm(int seq, int p0);
+  int seq_pos(int seq) const { return mem_->seq_pos(seq); }
+  size_t memory_bytes() const { return mem_->bytes() + (mtp_mem_ ? mtp_mem_->bytes() : 0); }
+
+ private:
+  struct Seq {
+    bool active = false, generating = false;
+    std::vector<int32_t> cache;     // tokens whose state is in memory
+    std::vector<int32_t> pending;   // prompt tokens still to evaluate
+    int32_t last = -1;              // sampled, not yet fed
+    SeqParams params;
+    std::unique_ptr<TokenSampler> sampler;
+    std::vector<float> pending_h;   // [E] target hidden state of the position before `last` (MTP)
+    SeqStats stats;
+    std::chrono::steady_clock::time_point t_start, t_gen_start;
+    uint64_t synth_rng = 0x9E3779B97F4A7C15ull;
+  };
+
+  void prefill_step(std::vector<StepOutput>& outs, int& budget);
+  void generate_step(std::vector<StepOutput>& outs);
+  void mtp_catch_up(const std::vector<int32_t>& tokens, const std::vector<int32_t>& pos, const std::vector<int32_t>& seqs,
+                    const std::vector<float>& h_tgt);
+  std::vector<std::vector<int32_t>> draft(const std::vector<int>& gen, const std::vector<int>& n_draft_max);
+  StepToken make_token(int32_t id, const float* logits, int n_probs) const;
+  bool finish_token(Seq& s, StepOutput& out, int32_t id);
+
+  const Model& model_;
+  ThreadPool tp_;
+  SpecParams spec_;
+  int n_ctx_seq_, n_batch_, n_ubatch_;
+  std::unique_ptr<Memory> mem_, mtp_mem_;
+  std::vector<Seq> seqs_;
+  GlobalStats gstats_;
+};
+
+}  // namespace pyllm

@@ -1,0 +1,103 @@
+// Model base: hyper-parameters from GGUF keys, weights as views into the mmap, and the forward
+// entry point. One architecture per file (llama.cpp, gemma3.cpp, qwen35.cpp ...), registered by
+// `general.architecture` in registry.cpp. A model returns logits and hidden states; it never samples.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cpu/matmul.h"
+#include "cpu/threadpool.h"
+#include "gguf/gguf.h"
+#include "memory/memory.h"
+
+namespace pyllm {
+
+class Tokenizer;
+
+struct ModelError : std::runtime_error { using std::runtime_error::runtime_error; };
+
+// One forward call: n rows; rows of one sequence are contiguous with consecutive positions that
+// continue what the sequence holds.
+struct ForwardIn {
+  int n = 0;
+  const int32_t* tokens = nullptr;  // [n]
+  const int32_t* pos = nullptr;     // [n]
+  const int32_t* seq = nullptr;     // [n]
+  const int32_t* out_rows = nullptr;  // rows whose logits are wanted (ascending)
+  int n_out = 0;
+  float* logits = nullptr;          // [n_out][n_vocab]
+  float* hidden = nullptr;          // optional [n][n_embd]: the state after output_norm (MTP input)
+  bool snapshot = false;            // recurrent layers keep one plane per row (verification batch)
+  const float* embd_in = nullptr;   // MTP: [n][n_embd] hidden rows paired with tokens
+};
+
+struct LoadOptions {
+  bool load_mtp = false;
+};
+
+class Model {
+ public:
+  virtual ~Model();
+  static std::unique_ptr<Model> load(const std::string& path, const LoadOptions& opt);
+
+  // Creates the memory a context needs for n_seq sequences of n_ctx_seq positions each.
+  virtual std::unique_ptr<Memory> create_memory(int n_seq, int n_ctx_seq, int n_planes) const = 0;
+  virtual void forward(ThreadPool& tp, Memory& mem, const ForwardIn& in) const = 0;
+
+  // MTP (nextn) support: a separate memory (KV of the MTP layer only) and forward.
+  virtual bool has_mtp() const { return false; }          // MTP layer loaded
+  virtual bool file_has_mtp() const { return false; }     // the file carries one (blk.L.nextn.*)
+  bool is_eog(int32_t id) const;
+  std::vector<int32_t> eog_ids;
+  virtual std::unique_ptr<Memory> create_mtp_memory(int n_seq, int n_ctx_seq) const { (void)n_seq; (void)n_ctx_seq; return nullptr; }
+  virtual void forward_mtp(ThreadPool& tp, Memory& mem, const ForwardIn& in) const { (void)tp; (void)mem; (void)in; }
+
+  const GGUFFile& gguf() const { return *file_; }
+  const std::string& arch() const { return arch_; }
+  const Tokenizer* tokenizer() const { return tok_.get(); }
+
+  int64_t n_vocab = 0, n_embd = 0, n_layer = 0, n_ctx_train = 0;
+  bool recurrent = false;  // has layers whose state cannot drop arbitrary positions
+  std::string desc;
+  size_t size_bytes = 0;
+  int64_t n_params = 0;
+
+ protected:
+  void init_common(std::unique_ptr<GGUFFile> file);
+  // Weight lookup with shape validation; optional returns an invalid Weight when absent.
+  Weight tensor(const std::string& name, std::vector<int64_t> shape, bool required = true) const;
+  Weight tensor_any(const std::string& name, bool required = true) const;
+  std::vector<float> vec(const std::string& name, int64_t n, bool required = true) const;  // small F32 vectors
+  std::string key(const std::string& suffix) const { return arch_ + "." + suffix; }
+  int64_t hp_int(const std::string& suffix, int64_t def, bool required = false) const;
+  double hp_float(const std::string& suffix, double def, bool required = false) const;
+  std::vector<int64_t> hp_int_arr(const std::string& suffix, int64_t n, int64_t def) const;  // scalar or per-layer
+
+  std::unique_ptr<GGUFFile> file_;
+  std::string arch_;
+  std::shared_ptr<Tokenizer> tok_;  // shared_ptr: the type stays incomplete here
+};
+
+using ModelBuilder = std::function<std::unique_ptr<Model>(std::unique_ptr<GGUFFile>, const LoadOptions&)>;
+// registry.cpp: arch name -> builder
+const std::map<std::string, ModelBuilder>& model_registry();
+
+// Shared layer helpers ------------------------------------------------------------------------
+
+// Scratch buffers reused across calls (grow-only), one set per forward.
+struct Scratch {
+  std::vector<float> a, a2, b, c, d, e, f, g;
+  static float* ensure(std::vector<float>& v, size_t n) { if (v.size() < n) v.resize(n); return v.data(); }
+};
+
+// After a forward: record each sequence's new length (and recurrent planes).
+void commit_runs(Memory& mem, const ForwardIn& in);
+
+// Logits of the selected rows: out[i] = W_out . h[out_rows[i]]
+void compute_logits(ThreadPool& tp, const Weight& output, const float* h, int64_t n_embd, const ForwardIn& in);
+
+}  // namespace pyllm
