@@ -271,8 +271,20 @@ def test_seeded_reproducible_and_reset():
     assert [a.sample(x) for x in l] == ta
     c = _core.Sampler({"seed": 8, "top_k": 0, "top_p": 0.99, "min_p": 0.0}, V)
     assert [c.sample(x) for x in l] != ta
-    r = _core.Sampler({"seed": -1}, V)
-    assert r.seed != 4294967295 or True  # a random seed is drawn; just must not crash
+    r = _core.Sampler({"seed": -1}, V)  # a random seed is drawn
+    assert isinstance(r.seed, int) and 0 <= r.sample(l[0]) < V
+
+
+@pytest.mark.parametrize("mode", [1, 2])
+def test_mirostat_runs_and_is_reproducible(mode):
+    l = [logits_(200 + i) for i in range(20)]
+    a = _core.Sampler({"seed": 11, "mirostat": mode}, V)
+    b = _core.Sampler({"seed": 11, "mirostat": mode}, V)
+    ta = [a.sample(x) for x in l]
+    assert ta == [b.sample(x) for x in l]
+    assert all(0 <= t < V for t in ta)
+    with pytest.raises(ValueError, match="mirostat"):
+        _core.Sampler({"mirostat": 3}, V)
 
 
 def test_dist_frequencies():
