@@ -1,0 +1,216 @@
+"""tools/make_tiny_gguf.py writes files in exactly llama.cpp's qwen35/qwen35moe layout (checked against shared/models)."""
+import hashlib
+import importlib.util
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import pyllm
+from conftest import ROOT, SHARED_MODELS
+
+gguf = pytest.importorskip("gguf")
+
+spec = importlib.util.spec_from_file_location("make_tiny_gguf", ROOT / "tools" / "make_tiny_gguf.py")
+mtg = importlib.util.module_from_spec(spec)
+sys.modules["make_tiny_gguf"] = mtg
+spec.loader.exec_module(mtg)
+
+DENSE_REF = SHARED_MODELS / "qwen35-tiny-mtp-Q8_0.gguf"
+DENSE_F16 = SHARED_MODELS / "qwen35-tiny-mtp-F16.gguf"     # converter output: converter tensor order
+MOE_REF = SHARED_MODELS / "tiny-qwen35moe-mtp-random-Q8_0.gguf"
+MOE_FUSED_REF = SHARED_MODELS / "tiny-qwen35moe-mtp-random-fused-Q4_K_M.gguf"
+
+# general.name is free text; everything else must match
+IGNORE_VALUES = {"general.name"}
+
+
+def make(tmp_path, *args, name="t.gguf"):
+    out = tmp_path / name
+    assert mtg.main([str(out), *map(str, args)]) == 0
+    return out
+
+
+def keys(path):
+    """{key: (value types, value)} via gguf-py (independent of pyllm's reader)."""
+    r = gguf.GGUFReader(str(path))
+    out = {}
+    for k, f in r.fields.items():
+        if k.startswith("GGUF."):
+            continue
+        v = f.contents()
+        out[k] = (tuple(int(t) for t in f.types), v)
+    return out
+
+
+def tensors(path):
+    return [(t["name"], tuple(t["shape"]), t["type_name"]) for t in pyllm.GGUFFile(str(path)).tensors()]
+
+
+def assert_same_keys(a, b):
+    ka, kb = keys(a), keys(b)
+    assert list(ka) == list(kb) or set(ka) == set(kb)
+    assert set(ka) == set(kb)
+    for k in ka:
+        assert ka[k][0] == kb[k][0], k
+        if k not in IGNORE_VALUES:
+            assert ka[k][1] == kb[k][1], k
+
+
+def test_dense_matches_shipped(tmp_path):
+    out = make(tmp_path, "--arch", "qwen35", "--n-layer", 8)
+    assert_same_keys(out, DENSE_REF)
+    assert sorted(tensors(out)) == sorted(tensors(DENSE_REF))
+    # the default order is the converter's: exactly the F16 converter output's order
+    assert [t[0] for t in tensors(out)] == [t[0] for t in tensors(DENSE_F16)]
+    # and keys in the converter's order
+    assert list(keys(out)) == list(keys(DENSE_F16))
+    assert out.stat().st_size == DENSE_REF.stat().st_size
+
+
+def test_dense_f16_matches_converter_output(tmp_path):
+    out = make(tmp_path, "--arch", "qwen35", "--n-layer", 8, "--type", "f16")
+    assert tensors(out) == tensors(DENSE_F16)
+    assert_same_keys(out, DENSE_F16)
+
+
+def test_moe_matches_shipped_quantize_order(tmp_path):
+    out = make(tmp_path, "--arch", "qwen35moe", "--order", "quantize")
+    assert_same_keys(out, MOE_REF)
+    assert tensors(out) == tensors(MOE_REF)  # order too
+    assert list(keys(out)) == list(keys(MOE_REF))
+    assert out.stat().st_size == MOE_REF.stat().st_size
+
+
+def test_moe_converter_order(tmp_path):
+    out = make(tmp_path, "--arch", "qwen35moe")
+    names = [t[0] for t in tensors(out)]
+    assert sorted(tensors(out)) == sorted(tensors(MOE_REF))
+    assert names[:2] == ["output.weight", "token_embd.weight"]
+    blk0 = [n for n in names if n.startswith("blk.0.")]
+    assert blk0.index("blk.0.ffn_down_exps.weight") + 1 == blk0.index("blk.0.ffn_gate_exps.weight")
+    assert blk0.index("blk.0.ffn_gate_exps.weight") < blk0.index("blk.0.ffn_gate_inp.weight")
+    assert names.index("output_norm.weight") < names.index("blk.4.nextn.eh_proj.weight")
+
+
+def test_moe_fused_names_shapes(tmp_path):
+    out = make(tmp_path, "--arch", "qwen35moe", "--fused", "--type", "q4_0")
+    got = {n: s for n, s, _ in tensors(out)}
+    ref = {n: s for n, s, _ in tensors(MOE_FUSED_REF)}
+    assert got == ref
+    assert got["blk.0.ffn_gate_up_exps.weight"] == (256, 512, 8)
+    assert got["blk.3.attn_qkv.weight"] == (256, 768)
+    types = {n: t for n, _, t in tensors(out)}
+    assert types["blk.0.ffn_gate_inp.weight"] == "f32" and types["blk.0.ssm_conv1d.weight"] == "f32"
+    assert types["blk.0.ffn_gate_up_exps.weight"] == "q4_0"
+
+
+@pytest.mark.parametrize("arch", ["qwen35", "qwen35moe"])
+def test_no_mtp(tmp_path, arch):
+    out = make(tmp_path, "--arch", arch, "--no-mtp")
+    f = pyllm.GGUFFile(str(out))
+    assert f.get(f"{arch}.block_count") == 4
+    assert f"{arch}.nextn_predict_layers" not in f.metadata()
+    assert f.get(f"{arch}.attention.recurrent_layers") == [True, True, True, False]
+    names = [t["name"] for t in f.tensors()]
+    assert not any(n.startswith("blk.4.") or ".nextn." in n for n in names)
+    with_mtp = make(tmp_path, "--arch", arch, name="m.gguf")
+    g = pyllm.GGUFFile(str(with_mtp))
+    assert g.get(f"{arch}.block_count") == 5 and g.get(f"{arch}.nextn_predict_layers") == 1
+    assert set(names) == {t["name"] for t in g.tensors() if not t["name"].startswith("blk.4.")}
+
+
+def test_deterministic_by_seed(tmp_path):
+    a = make(tmp_path, "--n-layer", 2, "--n-embd", 64, "--head-dim", 32, "--n-ff", 128, "--ssm-d-state", 32,
+             "--vocab", 1024, "--seed", 7, name="a.gguf")
+    b = make(tmp_path, "--n-layer", 2, "--n-embd", 64, "--head-dim", 32, "--n-ff", 128, "--ssm-d-state", 32,
+             "--vocab", 1024, "--seed", 7, name="b.gguf")
+    c = make(tmp_path, "--n-layer", 2, "--n-embd", 64, "--head-dim", 32, "--n-ff", 128, "--ssm-d-state", 32,
+             "--vocab", 1024, "--seed", 8, name="c.gguf")
+    h = lambda p: hashlib.sha256(p.read_bytes()).hexdigest()  # noqa: E731
+    assert h(a) == h(b) != h(c)
+
+
+def test_chunking_does_not_change_output(tmp_path, monkeypatch):
+    args = ["--n-layer", 1, "--n-embd", 64, "--head-dim", 32, "--n-ff", 128, "--ssm-d-state", 32, "--vocab", 1024]
+    a = make(tmp_path, *args, name="a.gguf")
+    monkeypatch.setattr(mtg, "CHUNK_VALUES", 1000)
+    b = make(tmp_path, *args, name="b.gguf")
+    assert a.read_bytes() == b.read_bytes()
+
+
+def test_weights_sane(tmp_path):
+    out = make(tmp_path, "--arch", "qwen35moe", "--n-embd", 128, "--head-dim", 32, "--ssm-d-state", 32,
+               "--n-ff-exp", 64, "--n-ff-shexp", 64, "--vocab", 2048, "--type", "q8_0")
+    r = gguf.GGUFReader(str(out))
+    w = {}
+    for t in r.tensors:
+        a = gguf.quants.dequantize(t.data, t.tensor_type)
+        assert np.isfinite(a).all(), t.name
+        w[t.name] = a
+    assert np.all(w["blk.0.ssm_a"] < 0)
+    assert abs(w["output_norm.weight"].mean() - 1) < 0.05
+    eh = w["blk.4.nextn.eh_proj.weight"]  # numpy (n, 2n): [3I | ~0]
+    assert np.allclose(np.diag(eh[:, :128]), 3, atol=0.3)
+    assert abs(w["blk.0.ffn_down_exps.weight"].std() - 0.2 / np.sqrt(64)) < 0.005
+
+
+def test_vocab_resize(tmp_path):
+    big = make(tmp_path, "--n-layer", 1, "--n-embd", 64, "--head-dim", 32, "--n-ff", 128, "--ssm-d-state", 32,
+               "--vocab", 9000, name="big.gguf")
+    f = pyllm.GGUFFile(str(big))
+    toks = f.get("tokenizer.ggml.tokens")
+    ref = pyllm.GGUFFile(str(DENSE_REF))
+    ref_toks = ref.get("tokenizer.ggml.tokens")
+    assert len(toks) == 9000 and toks[:8192] == ref_toks and len(set(toks)) == 9000
+    assert f.get("tokenizer.ggml.eos_token_id") == 8191
+    merges = f.get("tokenizer.ggml.merges")
+    assert len(merges) == len(ref.get("tokenizer.ggml.merges")) + 808
+    have = set(toks)
+    for m in merges[-808:]:
+        a, b = m.split(" ")
+        assert a in have and b in have and a + b in have
+    shapes = {t["name"]: t["shape"] for t in f.tensors()}
+    assert shapes["token_embd.weight"] == [64, 9000] and shapes["output.weight"] == [64, 9000]
+
+    small = make(tmp_path, "--n-layer", 1, "--n-embd", 64, "--head-dim", 32, "--n-ff", 128, "--ssm-d-state", 32,
+                 "--vocab", 1000, name="small.gguf")
+    g = pyllm.GGUFFile(str(small))
+    toks = g.get("tokenizer.ggml.tokens")
+    assert len(toks) == 1000 and toks[-3:] == ref_toks[-3:]
+    assert g.get("tokenizer.ggml.eos_token_id") == 999 and g.get("tokenizer.ggml.bos_token_id") == 997
+
+
+def test_block_size_fallback(tmp_path):
+    # n_embd 96 is a multiple of 32 but not of 256: q4_k would fall back to q5_0; q8_0 stays
+    plan = mtg._tensor_plan(mtg.Config(n_embd=96, type="q4_k"))
+    types = {s.name: s.ggml_type.name for s in plan}
+    assert types["blk.0.attn_qkv.weight"] == "Q5_0"
+    assert mtg._pick_type(mtg.QT.Q6_K, 96) == mtg.QT.Q8_0
+    assert mtg._pick_type(mtg.QT.Q3_K, 96) == mtg.QT.Q4_0
+    assert mtg._pick_type(mtg.QT.Q8_0, 48) == mtg.QT.F16
+
+
+def test_kquant_path(tmp_path):
+    if mtg._core_quantize() is None:
+        with pytest.raises(RuntimeError, match="K-quant output needs pyllm._core.quantize"):
+            mtg.write_gguf(mtg.Config(type="q4_k"), tmp_path / "k.gguf")
+        pytest.skip("K-quant output needs pyllm._core.quantize")
+    out = make(tmp_path, "--arch", "qwen35moe", "--fused", "--type", "q4_k")
+    got = {n: (s, t) for n, s, t in tensors(out)}
+    assert got["blk.0.ffn_gate_up_exps.weight"] == ((256, 512, 8), "q4_k")
+    r = gguf.GGUFReader(str(out))
+    for t in r.tensors:
+        assert np.isfinite(gguf.quants.dequantize(t.data, t.tensor_type)).all(), t.name
+
+
+def test_cli_runs(tmp_path):
+    out = tmp_path / "cli.gguf"
+    p = subprocess.run([sys.executable, str(ROOT / "tools" / "make_tiny_gguf.py"), "--arch", "qwen35", str(out),
+                        "--n-layer", "1", "--n-embd", "64", "--head-dim", "32", "--n-ff", "128", "--ssm-d-state",
+                        "32", "--vocab", "1024", "--type", "bf16"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    f = pyllm.GGUFFile(str(out))
+    assert f.get("general.file_type") == 32
+    assert {t["type_name"] for t in f.tensors()} == {"bf16", "f32"}
