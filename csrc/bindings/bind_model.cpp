@@ -1,5 +1,158 @@
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+#include <nanobind/stl/unique_ptr.h>
+
 #include "bindings/bindings.h"
+#include "bindings/sampling_params.h"
+#include "engine/context.h"
+#include "model/model.h"
+#include "sampling/sampler.h"
 
 namespace pyllm {
-void bind_model(nb::module_& m) { (void)m; }
+
+namespace {
+// The engine's sampler interface over the sampling module's llama.cpp chain.
+struct ChainSampler : TokenSampler {
+  Sampler s;
+  ChainSampler(const SamplerParams& p, int n_vocab) : s(p, n_vocab) {}
+  int32_t sample(const float* logits, int) override { return s.sample(logits); }
+  void accept(int32_t t) override { s.accept(t); }
+};
+
+struct PyModel {
+  std::unique_ptr<Model> m;
+};
+
+nb::dict stats_dict(const SeqStats& st) {
+  nb::dict d;
+  d["n_prompt"] = st.n_prompt; d["n_cached"] = st.n_cached; d["n_gen"] = st.n_gen;
+  d["t_prompt_ms"] = st.t_prompt_ms; d["t_gen_ms"] = st.t_gen_ms;
+  d["n_draft"] = st.n_draft; d["n_draft_accepted"] = st.n_draft_accepted; d["n_verif_steps"] = st.n_verif_steps;
+  d["n_accepted_per_pos"] = st.n_accepted_per_pos;
+  return d;
+}
+}  // namespace
+
+void bind_model(nb::module_& m) {
+  static nb::object model_error = nb::exception<ModelError>(m, "ModelError", PyExc_ValueError);
+  (void)model_error;
+
+  nb::class_<PyModel>(m, "Model")
+      .def("__init__", [](PyModel* self, const std::string& path, bool load_mtp) {
+        LoadOptions opt; opt.load_mtp = load_mtp;
+        std::unique_ptr<Model> mdl;
+        {
+          nb::gil_scoped_release rel;
+          mdl = Model::load(path, opt);
+        }
+        new (self) PyModel{std::move(mdl)};
+      }, nb::arg("path"), nb::arg("load_mtp") = false)
+      .def_prop_ro("arch", [](const PyModel& p) { return p.m->arch(); })
+      .def_prop_ro("path", [](const PyModel& p) { return p.m->gguf().path(); })
+      .def_prop_ro("n_vocab", [](const PyModel& p) { return p.m->n_vocab; })
+      .def_prop_ro("n_embd", [](const PyModel& p) { return p.m->n_embd; })
+      .def_prop_ro("n_layer", [](const PyModel& p) { return p.m->n_layer; })
+      .def_prop_ro("n_ctx_train", [](const PyModel& p) { return p.m->n_ctx_train; })
+      .def_prop_ro("has_mtp", [](const PyModel& p) { return p.m->has_mtp(); })
+      .def_prop_ro("file_has_mtp", [](const PyModel& p) { return p.m->file_has_mtp(); })
+      .def_prop_ro("desc", [](const PyModel& p) { return p.m->desc; })
+      .def_prop_ro("size_bytes", [](const PyModel& p) { return p.m->size_bytes; })
+      .def_prop_ro("n_params", [](const PyModel& p) { return p.m->n_params; })
+      .def_prop_ro("eog_ids", [](const PyModel& p) { return p.m->eog_ids; })
+      .def("is_eog", [](const PyModel& p, int32_t id) { return p.m->is_eog(id); });
+
+  nb::class_<Context>(m, "Context")
+      .def("__init__", [](Context* self, PyModel& model, int n_ctx, int n_seq, int n_batch, int n_ubatch, int n_threads,
+                          const std::string& spec_type, int n_max, int n_min, float p_min, int synth_len, std::vector<float> synth_rates) {
+        SpecParams sp;
+        sp.type = spec_type; sp.n_max = n_max; sp.n_min = n_min; sp.p_min = p_min;
+        sp.synth_len = synth_len; sp.synth_rates = std::move(synth_rates);
+        nb::gil_scoped_release rel;
+        new (self) Context(*model.m, n_ctx, n_seq, n_batch, n_ubatch, n_threads, sp);
+      }, nb::arg("model"), nb::arg("n_ctx"), nb::arg("n_seq") = 1, nb::arg("n_batch") = 2048, nb::arg("n_ubatch") = 512,
+         nb::arg("n_threads") = 2, nb::arg("spec_type") = "none", nb::arg("n_max") = 3, nb::arg("n_min") = 0,
+         nb::arg("p_min") = 0.0f, nb::arg("synth_len") = 0, nb::arg("synth_rates") = std::vector<float>{},
+         nb::keep_alive<1, 2>())
+      .def_prop_ro("n_ctx_seq", &Context::n_ctx_seq)
+      .def_prop_ro("n_seq", &Context::n_seq)
+      .def("seq_begin", [](Context& c, PyModel& model, int seq, std::vector<int32_t> prompt, nb::dict params) {
+        SeqParams sp;
+        nb::dict p2;
+        for (auto kv : params) p2[kv.first] = kv.second;
+        // ignore_eos bans end-of-generation tokens in the chain, as llama.cpp does
+        if (params.contains("ignore_eos") && nb::cast<bool>(params["ignore_eos"])) {
+          sp.ignore_eos = true;
+          p2["eog_tokens"] = model.m->eog_ids;
+        }
+        if (params.contains("n_predict") && !params["n_predict"].is_none()) sp.n_predict = nb::cast<int>(params["n_predict"]);
+        if (params.contains("n_probs") && !params["n_probs"].is_none()) sp.n_probs = nb::cast<int>(params["n_probs"]);
+        SamplerParams spar = params_from_dict(p2);
+        sp.sampler = [spar](int n_vocab) { return std::unique_ptr<TokenSampler>(new ChainSampler(spar, n_vocab)); };
+        nb::gil_scoped_release rel;
+        return c.seq_begin(seq, prompt, std::move(sp));
+      }, nb::arg("model"), nb::arg("seq"), nb::arg("prompt"), nb::arg("params") = nb::dict())
+      .def("seq_end", &Context::seq_end)
+      .def("seq_clear", &Context::seq_clear)
+      .def("seq_rm", &Context::seq_rm)
+      .def("seq_pos", &Context::seq_pos)
+      .def("n_active", &Context::n_active)
+      .def("step", [](Context& c) {
+        std::vector<StepOutput> outs;
+        {
+          nb::gil_scoped_release rel;
+          outs = c.step();
+        }
+        nb::list res;
+        for (auto& o : outs) {
+          nb::dict d;
+          d["seq"] = o.seq;
+          nb::list toks, probs;
+          bool any_probs = false;
+          for (auto& t : o.tokens) {
+            toks.append(t.id);
+            nb::dict pd;
+            pd["id"] = t.id; pd["p"] = t.p;
+            nb::list top;
+            for (auto& tp : t.top) top.append(nb::make_tuple(tp.id, tp.p));
+            any_probs = any_probs || !t.top.empty();
+            pd["top"] = top;
+            probs.append(pd);
+          }
+          d["tokens"] = toks;
+          d["probs"] = any_probs ? nb::object(probs) : nb::none();
+          d["done"] = o.done;
+          d["stop"] = o.stop.empty() ? nb::none() : nb::object(nb::str(o.stop.c_str()));
+          res.append(d);
+        }
+        return res;
+      })
+      .def("seq_stats", [](const Context& c, int seq) { return stats_dict(c.seq_stats(seq)); })
+      .def("acceptance_line", &Context::acceptance_line)
+      .def("global_stats", [](const Context& c) {
+        const GlobalStats& g = c.stats();
+        nb::dict d;
+        d["n_prompt_tokens"] = g.n_prompt_tokens; d["n_gen_tokens"] = g.n_gen_tokens; d["n_decode_calls"] = g.n_decode_calls;
+        d["n_draft"] = g.n_draft; d["n_draft_accepted"] = g.n_draft_accepted; d["n_drafts"] = g.n_drafts;
+        d["n_accepted_per_pos"] = g.n_accepted_per_pos;
+        return d;
+      })
+      .def_prop_ro("memory_bytes", &Context::memory_bytes)
+      // testing aid: evaluate tokens appended to seq, logits [rows][n_vocab]
+      .def("eval", [](Context& c, int seq, std::vector<int32_t> tokens, bool all_logits) {
+        std::vector<float> lg;
+        {
+          nb::gil_scoped_release rel;
+          lg = c.eval(seq, tokens, all_logits);
+        }
+        size_t rows = tokens.empty() ? 0 : (all_logits ? tokens.size() : 1);
+        size_t V = rows ? lg.size() / rows : 0;
+        float* buf = new float[lg.size()];
+        std::copy(lg.begin(), lg.end(), buf);
+        nb::capsule owner(buf, [](void* p) noexcept { delete[] (float*)p; });
+        size_t shape[2] = {rows, V};
+        return nb::ndarray<nb::numpy, float, nb::ndim<2>>(buf, 2, shape, owner);
+      }, nb::arg("seq"), nb::arg("tokens"), nb::arg("all_logits") = false);
+}
+
 }  // namespace pyllm
