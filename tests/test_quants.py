@@ -230,7 +230,7 @@ def test_vec_dot_4_bit_identical(level):
     c.set_simd_level(level)
     rng = np.random.default_rng(5)
     have = [t for t in VEC_DOT_TYPE if c.type_traits(int(t))["has_vec_dot_4"]]
-    if level == "avx512" and have:  # TODO(simd): drop "and have" once the AVX-512 kernels land
+    if level == "avx512":
         assert set(VEC_DOT_4_REQUIRED) <= set(have)
     for t in have:
         for n in (256, 256 * 7):
@@ -268,7 +268,7 @@ def test_dispatch_levels():
 def test_scalar_level_has_no_vec_dot_4_and_pointers_swap_back():
     c.set_simd_level("scalar")
     assert not any(c.type_traits(int(t))["has_vec_dot_4"] for t in VEC_DOT_TYPE)
-    if "avx512" in LEVELS and False:  # TODO(simd)
+    if "avx512" in LEVELS:
         c.set_simd_level("avx512")
         assert c.type_traits(int(QT.Q8_0))["has_vec_dot_4"]
 
@@ -282,3 +282,17 @@ def test_bad_arguments():
         c.vec_dot(int(QT.Q4_K), np.zeros(144, np.uint8), np.zeros(512, np.float32))
     with pytest.raises(ValueError):
         c.quantize(int(QT.IQ2_XXS), np.zeros(256, np.float32))
+
+
+@pytest.mark.parametrize("t", FLOAT_TYPES, ids=lambda t: t.name)
+def test_float_vec_dot_odd_lengths(t):
+    rng = np.random.default_rng(9)
+    for n in (1, 7, 15, 17, 33, 63, 65, 1001):
+        w = random_row(t, n, rng)
+        x = rng.standard_normal(n).astype(np.float32)
+        ref, mag = float_reference(t, w, x)
+        for lv in LEVELS:
+            c.set_simd_level(lv)
+            v = c.vec_dot(int(t), w, x)
+            assert abs(v - ref) <= 2e-5 * mag + 1e-6, (t.name, lv, n, v, ref)
+            assert bits(c.dequantize(int(t), w, n)).tolist() == bits(gq.dequantize(w, t).reshape(-1)).tolist()
