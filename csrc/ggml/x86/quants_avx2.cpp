@@ -66,7 +66,7 @@ static void vd_bf16(int n, float* s, const void* vx, const void* vy) {
 
 void quants_override_avx2(type_traits* t) {
   using namespace x86_avx2;
-  install_quant_kernels(t, false);
+  install_quant_kernels(t, true);
   t[GGML_TYPE_F32].vec_dot = vd_f32;
   t[GGML_TYPE_F16].vec_dot = vd_f16;
   t[GGML_TYPE_BF16].vec_dot = vd_bf16;

@@ -1,6 +1,6 @@
 // AVX-512 (F/BW/VL/DQ + VNNI + BF16) kernels. Quantized dots use VNNI dpbusd on 256-bit vectors
 // (one 32-byte block per op; same integers as the AVX2 path); float dots use 512-bit vectors.
-// vec_dot_4 (one weight row, 4 activation rows) is provided here for all quantized kernels.
+// vec_dot_4 (one weight row, 4 activation rows) comes with every quantized kernel (both levels).
 #include <immintrin.h>
 
 #include "ggml/fp16.h"

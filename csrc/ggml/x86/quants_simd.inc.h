@@ -222,6 +222,34 @@ static void dot_q6_K(int n, float* s, const void* vx, const void* vy, size_t by)
   for (int r = 0; r < NR; r++) s[r] = hsum8(acc[r]);
 }
 
+// IQ4_XS: grid lookup to signed bytes, 6-bit signed scale per 32.
+template <int NR>
+static void dot_iq4_xs(int n, float* s, const void* vx, const void* vy, size_t by) {
+  const block_iq4_xs* x = (const block_iq4_xs*)vx;
+  const __m256i tbl = _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i*)kvalues_iq4nl));
+  __m256 acc[NR];
+  for (int r = 0; r < NR; r++) acc[r] = _mm256_setzero_ps();
+  for (int i = 0; i < n / QK_K; i++) {
+    __m256i wq[8], aq[8], scv[8];
+    for (int ib = 0; ib < 8; ib++) {
+      wq[ib] = _mm256_shuffle_epi8(tbl, unpack_nibbles16(x[i].qs + 16 * ib));
+      aq[ib] = _mm256_sign_epi8(wq[ib], wq[ib]);
+      scv[ib] = _mm256_set1_epi32(iq4xs_scale(x[i], ib) - 32);
+    }
+    const float d = h2f(x[i].d);
+    for (int r = 0; r < NR; r++) {
+      const block_q8_K* y = (const block_q8_K*)row(vy, by, r) + i;
+      __m256i isum = _mm256_setzero_si256();
+      for (int ib = 0; ib < 8; ib++) {
+        const __m256i yq = _mm256_loadu_si256((const __m256i*)(y->qs + 32 * ib));
+        isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(dot_u8s8(aq[ib], _mm256_sign_epi8(yq, wq[ib])), scv[ib]));
+      }
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(y->d * d), acc[r]);
+    }
+  }
+  for (int r = 0; r < NR; r++) s[r] = hsum8(acc[r]);
+}
+
 // ---------------------------------------------------------------- wrappers
 
 template <class W> static void vd_signed(int n, float* s, const void* x, const void* y) { dot_signed_q8_0<W, 1>(n, s, x, y, 0); }
@@ -232,8 +260,10 @@ template <bool Q5> static void vd_q45_K(int n, float* s, const void* x, const vo
 template <bool Q5> static void vd4_q45_K(int n, float* s, const void* x, const void* y, size_t by) { dot_q45_K<Q5, 4>(n, s, x, y, by); }
 static void vd_q6_K(int n, float* s, const void* x, const void* y) { dot_q6_K<1>(n, s, x, y, 0); }
 static void vd4_q6_K(int n, float* s, const void* x, const void* y, size_t by) { dot_q6_K<4>(n, s, x, y, by); }
+static void vd_iq4_xs(int n, float* s, const void* x, const void* y) { dot_iq4_xs<1>(n, s, x, y, 0); }
+static void vd4_iq4_xs(int n, float* s, const void* x, const void* y, size_t by) { dot_iq4_xs<4>(n, s, x, y, by); }
 
-// Installs the quantized kernels shared by both levels (vec_dot_4 only when `with4`).
+// Installs the quantized kernels shared by both levels (vec_dot_4 too when `with4`).
 static void install_quant_kernels(type_traits* t, bool with4) {
   auto put = [&](ggml_type id, vec_dot_fn f, vec_dot_4_fn f4) { t[id].vec_dot = f; t[id].vec_dot_4 = with4 ? f4 : nullptr; };
   put(GGML_TYPE_Q8_0, vd_signed<W_q8_0>, vd4_signed<W_q8_0>);
@@ -245,6 +275,7 @@ static void install_quant_kernels(type_traits* t, bool with4) {
   put(GGML_TYPE_Q4_K, vd_q45_K<false>, vd4_q45_K<false>);
   put(GGML_TYPE_Q5_K, vd_q45_K<true>, vd4_q45_K<true>);
   put(GGML_TYPE_Q6_K, vd_q6_K, vd4_q6_K);
+  put(GGML_TYPE_IQ4_XS, vd_iq4_xs, vd4_iq4_xs);
 }
 
 }  // namespace SIMD_NS
