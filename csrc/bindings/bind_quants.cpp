@@ -1,5 +1,142 @@
+// Quant-type kernels for Python (tests, tools that write GGUF files). Thin: check sizes, call the
+// traits table, release the GIL for large arrays.
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
 #include "bindings/bindings.h"
+#include "ggml/types.h"
 
 namespace pyllm {
-void bind_quants(nb::module_& m) { (void)m; }
+
+using u8_in = nb::ndarray<const uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using f32_in = nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using f32_in2 = nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+
+static constexpr size_t kReleaseGilBytes = 1 << 16;
+
+static const type_traits& traits_for(int type) {
+  if (!type_id_valid(type)) throw std::invalid_argument("invalid ggml type id " + std::to_string(type));
+  return get_type_traits((ggml_type)type);
+}
+
+static void check_len(const type_traits& t, int64_t n) {
+  if (n < 0 || n % t.blck_size)
+    throw std::invalid_argument(std::string(t.name) + ": n=" + std::to_string(n) +
+                                " is not a multiple of the block size " + std::to_string(t.blck_size));
+}
+
+template <typename T>
+static nb::ndarray<nb::numpy, T, nb::ndim<1>> owned_array(std::vector<T>&& v) {
+  auto* p = new std::vector<T>(std::move(v));
+  nb::capsule owner(p, [](void* q) noexcept { delete (std::vector<T>*)q; });
+  return nb::ndarray<nb::numpy, T, nb::ndim<1>>(p->data(), {p->size()}, owner);
+}
+
+// Quantize a float row to type `vt` (needs its from_float).
+static std::vector<uint8_t> quantize_row(ggml_type vt, const float* x, int64_t n) {
+  const type_traits& t = get_type_traits(vt);
+  if (!t.from_float) throw std::invalid_argument(std::string(t.name) + ": no quantizer");
+  check_len(t, n);
+  std::vector<uint8_t> out(row_size(vt, n));
+  t.from_float(x, out.data(), n);
+  return out;
+}
+
+void bind_quants(nb::module_& m) {
+  m.def("dequantize", [](int type, u8_in data, int64_t n) {
+    const type_traits& t = traits_for(type);
+    if (!t.to_float) throw std::invalid_argument(std::string(t.name) + ": no dequantizer");
+    check_len(t, n);
+    const size_t need = row_size((ggml_type)type, n);
+    if (data.shape(0) < need)
+      throw std::invalid_argument(std::string(t.name) + ": " + std::to_string(n) + " elements need " +
+                                  std::to_string(need) + " bytes, got " + std::to_string(data.shape(0)));
+    std::vector<float> out(n);
+    {
+      std::unique_ptr<nb::gil_scoped_release> rel;
+      if (need >= kReleaseGilBytes) rel.reset(new nb::gil_scoped_release);
+      t.to_float(data.data(), out.data(), n);
+    }
+    return owned_array(std::move(out));
+  }, nb::arg("type"), nb::arg("data"), nb::arg("n"),
+  "Dequantize the first n elements of `data` (raw block bytes) to float32.");
+
+  m.def("quantize", [](int type, f32_in x) {
+    traits_for(type);
+    const int64_t n = (int64_t)x.shape(0);
+    std::vector<uint8_t> out;
+    {
+      std::unique_ptr<nb::gil_scoped_release> rel;
+      if (n * 4 >= (int64_t)kReleaseGilBytes) rel.reset(new nb::gil_scoped_release);
+      out = quantize_row((ggml_type)type, x.data(), n);
+    }
+    return owned_array(std::move(out));
+  }, nb::arg("type"), nb::arg("x"), "Quantize a float32 row to `type` (reference quantizer); returns block bytes.");
+
+  m.def("vec_dot", [](int type, u8_in w, f32_in x) {
+    const type_traits& t = traits_for(type);
+    if (!t.vec_dot) throw std::invalid_argument(std::string(t.name) + ": no vec_dot");
+    const int64_t n = (int64_t)x.shape(0);
+    check_len(t, n);
+    if (w.shape(0) != row_size((ggml_type)type, n))
+      throw std::invalid_argument(std::string(t.name) + ": weight row has " + std::to_string(w.shape(0)) +
+                                  " bytes, expected " + std::to_string(row_size((ggml_type)type, n)));
+    float s = 0;
+    {
+      std::unique_ptr<nb::gil_scoped_release> rel;
+      if (n * 4 >= (int64_t)kReleaseGilBytes) rel.reset(new nb::gil_scoped_release);
+      std::vector<uint8_t> q = quantize_row(t.vec_dot_type, x.data(), n);
+      t.vec_dot((int)n, &s, w.data(), q.data());
+    }
+    return s;
+  }, nb::arg("type"), nb::arg("w"), nb::arg("x"),
+  "Dot of one weight row (block bytes) with float32 x, quantized to the type's vec_dot_type first.");
+
+  m.def("vec_dot_4", [](int type, u8_in w, f32_in2 x) {
+    const type_traits& t = traits_for(type);
+    if (!t.vec_dot_4) throw std::invalid_argument(std::string(t.name) + ": no vec_dot_4 at SIMD level " + simd_level());
+    const int64_t n = (int64_t)x.shape(1);
+    if (x.shape(0) != 4) throw std::invalid_argument("vec_dot_4: x must have 4 rows");
+    check_len(t, n);
+    if (w.shape(0) != row_size((ggml_type)type, n)) throw std::invalid_argument("vec_dot_4: weight row size mismatch");
+    const size_t by = row_size(t.vec_dot_type, n);
+    std::vector<uint8_t> q(4 * by);
+    for (int r = 0; r < 4; r++) {
+      std::vector<uint8_t> qr = quantize_row(t.vec_dot_type, x.data() + r * n, n);
+      std::memcpy(q.data() + r * by, qr.data(), by);
+    }
+    std::vector<float> s(4);
+    t.vec_dot_4((int)n, s.data(), w.data(), q.data(), by);
+    return owned_array(std::move(s));
+  }, nb::arg("type"), nb::arg("w"), nb::arg("x"),
+  "One weight row against 4 float32 rows (shape (4, n)) via the traits' vec_dot_4 (raises when it is null).");
+
+  m.def("type_traits", [](int type) {
+    const type_traits& t = traits_for(type);
+    nb::dict d;
+    d["name"] = t.name;
+    d["blck_size"] = t.blck_size;
+    d["type_size"] = t.type_size;
+    d["vec_dot_type"] = (int)t.vec_dot_type;
+    d["compute"] = t.compute;
+    d["has_to_float"] = t.to_float != nullptr;
+    d["has_from_float"] = t.from_float != nullptr;
+    d["has_vec_dot"] = t.vec_dot != nullptr;
+    d["has_vec_dot_4"] = t.vec_dot_4 != nullptr;
+    return d;
+  }, nb::arg("type"));
+
+  m.def("simd_level", []() { return std::string(simd_level()); });
+  m.def("set_simd_level", [](const std::string& level) { set_simd_level(level.c_str()); }, nb::arg("level"),
+        "'scalar', 'avx2', 'avx512' or 'auto'; raises RuntimeError for a level this CPU/build lacks.");
+  m.def("simd_level_supported", [](const std::string& level) { return simd_level_supported(level.c_str()); },
+        nb::arg("level"));
+}
+
 }  // namespace pyllm

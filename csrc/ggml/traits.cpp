@@ -2,6 +2,7 @@
 // replace the scalar pointers at start-up (see dispatch in this file).
 #include "ggml/types.h"
 #include "ggml/fp16.h"
+#include "ggml/quants.h"
 
 #include <cstring>
 #include <stdexcept>
@@ -40,12 +41,15 @@ static void bf16_vec_dot(int n, float* s, const void* x, const void* y) {
   *s = (float)acc;
 }
 
-#define T(id, nm, blck, size) table[id] = type_traits{nm, blck, size, nullptr, nullptr, nullptr, GGML_TYPE_F32, false}
+#define T(id, nm, blck, size) table[id] = type_traits{nm, blck, size, nullptr, nullptr, nullptr, GGML_TYPE_F32, false, nullptr}
 
+// `table` is what callers see; `scalar_table` keeps the reference pointers so a SIMD level can be
+// re-applied from scratch (scalar, then avx2 overrides, then avx512 overrides).
 static type_traits table[GGML_TYPE_COUNT];
+static type_traits scalar_table[GGML_TYPE_COUNT];
 
 static void init_table() {
-  for (auto& t : table) t = type_traits{nullptr, 0, 0, nullptr, nullptr, nullptr, GGML_TYPE_F32, false};
+  for (auto& t : table) t = type_traits{nullptr, 0, 0, nullptr, nullptr, nullptr, GGML_TYPE_F32, false, nullptr};
   T(GGML_TYPE_F32, "f32", 1, 4);     T(GGML_TYPE_F16, "f16", 1, 2);
   T(GGML_TYPE_Q4_0, "q4_0", 32, 18); T(GGML_TYPE_Q4_1, "q4_1", 32, 20);
   T(GGML_TYPE_Q5_0, "q5_0", 32, 22); T(GGML_TYPE_Q5_1, "q5_1", 32, 24);
@@ -71,9 +75,53 @@ static void init_table() {
   set(GGML_TYPE_F32, f32_to_float, f32_from_float, f32_vec_dot, GGML_TYPE_F32);
   set(GGML_TYPE_F16, f16_to_float, f16_from_float, f16_vec_dot, GGML_TYPE_F16);
   set(GGML_TYPE_BF16, bf16_to_float, bf16_from_float, bf16_vec_dot, GGML_TYPE_BF16);
+  using namespace ref;
+  set(GGML_TYPE_Q4_0, dequantize_row_q4_0, quantize_row_q4_0, vec_dot_q4_0_q8_0, GGML_TYPE_Q8_0);
+  set(GGML_TYPE_Q4_1, dequantize_row_q4_1, quantize_row_q4_1, vec_dot_q4_1_q8_1, GGML_TYPE_Q8_1);
+  set(GGML_TYPE_Q5_0, dequantize_row_q5_0, quantize_row_q5_0, vec_dot_q5_0_q8_0, GGML_TYPE_Q8_0);
+  set(GGML_TYPE_Q5_1, dequantize_row_q5_1, quantize_row_q5_1, vec_dot_q5_1_q8_1, GGML_TYPE_Q8_1);
+  set(GGML_TYPE_Q8_0, dequantize_row_q8_0, quantize_row_q8_0, vec_dot_q8_0_q8_0, GGML_TYPE_Q8_0);
+  set(GGML_TYPE_Q8_1, dequantize_row_q8_1, quantize_row_q8_1, nullptr, GGML_TYPE_Q8_1);
+  set(GGML_TYPE_Q2_K, dequantize_row_q2_K, quantize_row_q2_K, vec_dot_q2_K_q8_K, GGML_TYPE_Q8_K);
+  set(GGML_TYPE_Q3_K, dequantize_row_q3_K, quantize_row_q3_K, vec_dot_q3_K_q8_K, GGML_TYPE_Q8_K);
+  set(GGML_TYPE_Q4_K, dequantize_row_q4_K, quantize_row_q4_K, vec_dot_q4_K_q8_K, GGML_TYPE_Q8_K);
+  set(GGML_TYPE_Q5_K, dequantize_row_q5_K, quantize_row_q5_K, vec_dot_q5_K_q8_K, GGML_TYPE_Q8_K);
+  set(GGML_TYPE_Q6_K, dequantize_row_q6_K, quantize_row_q6_K, vec_dot_q6_K_q8_K, GGML_TYPE_Q8_K);
+  set(GGML_TYPE_Q8_K, dequantize_row_q8_K, quantize_row_q8_K, nullptr, GGML_TYPE_Q8_K);
+  set(GGML_TYPE_IQ4_NL, dequantize_row_iq4_nl, quantize_row_iq4_nl, vec_dot_iq4_nl_q8_0, GGML_TYPE_Q8_0);
+  set(GGML_TYPE_IQ4_XS, dequantize_row_iq4_xs, quantize_row_iq4_xs, vec_dot_iq4_xs_q8_K, GGML_TYPE_Q8_K);
+  std::memcpy(scalar_table, table, sizeof table);
 }
 
-static struct TableInit { TableInit() { init_table(); } } table_init;
+// ---- run-time dispatch ----
+enum simd_t { SIMD_SCALAR = 0, SIMD_AVX2 = 1, SIMD_AVX512 = 2 };
+static const char* const simd_names[] = {"scalar", "avx2", "avx512"};
+static simd_t g_level = SIMD_SCALAR;
+
+static simd_t best_supported() {
+#if defined(PYLLM_X86)
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                      __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bf16");
+  return avx512 ? SIMD_AVX512 : avx2 ? SIMD_AVX2 : SIMD_SCALAR;
+#else
+  return SIMD_SCALAR;
+#endif
+}
+
+static void apply_level(simd_t lv) {
+  std::memcpy(table, scalar_table, sizeof table);
+#if defined(PYLLM_X86)
+  if (lv >= SIMD_AVX2) quants_override_avx2(table);
+  if (lv >= SIMD_AVX512) quants_override_avx512(table);
+#endif
+  for (auto& t : table) t.compute = t.to_float && t.vec_dot;
+  g_level = lv;
+}
+
+static struct TableInit { TableInit() { init_table(); apply_level(best_supported()); } } table_init;
 
 const type_traits& get_type_traits(ggml_type t) {
   if ((int)t < 0 || (int)t >= GGML_TYPE_COUNT) throw std::out_of_range("invalid ggml type id " + std::to_string((int)t));
@@ -85,12 +133,22 @@ const char* type_name(ggml_type t) {
 }
 size_t row_size(ggml_type t, int64_t ne0) { return (size_t)(ne0 / table[t].blck_size) * table[t].type_size; }
 
-static std::string g_level = "scalar";
-const char* simd_level() { return g_level.c_str(); }
+const char* simd_level() { return simd_names[g_level]; }
+
+static simd_t parse_level(const char* level) {
+  if (!std::strcmp(level, "auto")) return best_supported();
+  for (int i = 0; i < 3; i++)
+    if (!std::strcmp(level, simd_names[i])) return (simd_t)i;
+  throw std::invalid_argument(std::string("unknown SIMD level '") + level +
+                              "' (expected auto, scalar, avx2 or avx512)");
+}
+bool simd_level_supported(const char* level) { return parse_level(level) <= best_supported(); }
 void set_simd_level(const char* level) {
-  if (std::strcmp(level, "auto") && std::strcmp(level, "scalar") && std::strcmp(level, "avx2") && std::strcmp(level, "avx512"))
-    throw std::invalid_argument(std::string("unknown SIMD level '") + level + "'");
-  g_level = std::strcmp(level, "auto") ? level : "scalar";
+  const simd_t lv = parse_level(level);
+  if (lv > best_supported())
+    throw std::runtime_error(std::string("SIMD level '") + level + "' is not supported by this CPU/build (best: " +
+                             simd_names[best_supported()] + ")");
+  apply_level(lv);
 }
 
 }  // namespace pyllm

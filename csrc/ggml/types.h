@@ -23,6 +23,10 @@ enum ggml_type : int32_t {
 typedef void (*vec_dot_fn)(int n, float* s, const void* x, const void* y);
 typedef void (*to_float_fn)(const void* x, float* y, int64_t n);
 typedef void (*from_float_fn)(const float* x, void* y, int64_t n);
+// One weight row x against 4 activation rows y, y + by, y + 2*by, y + 3*by (by in bytes), results in
+// s[0..3]. Bit-identical to 4 vec_dot calls at the same SIMD level (batch invariance), so callers may
+// use it whenever it is non-null and fall back to vec_dot otherwise.
+typedef void (*vec_dot_4_fn)(int n, float* s, const void* x, const void* y, size_t by);
 
 struct type_traits {
   const char* name;       // GGML's name, e.g. "q4_K"
@@ -33,6 +37,7 @@ struct type_traits {
   vec_dot_fn vec_dot;     // weight row . activation row
   ggml_type vec_dot_type; // what activations are quantized to for this weight type
   bool compute;           // true when to_float and vec_dot exist: loadable as a weight
+  vec_dot_4_fn vec_dot_4; // optional (nullptr = use vec_dot 4 times)
 };
 
 // THE table (csrc/ggml/traits.cpp). Index by id; ids outside [0, GGML_TYPE_COUNT) are invalid.
@@ -41,8 +46,11 @@ bool type_id_valid(int64_t id);  // a GGML id that a GGUF file may carry (block 
 const char* type_name(ggml_type t);
 size_t row_size(ggml_type t, int64_t ne0);  // bytes of one row of ne0 elements
 
-// Which SIMD level the dispatcher picked: "avx512", "avx2" or "scalar". Settable for tests.
+// Which SIMD level the dispatcher picked: "avx512", "avx2" or "scalar". Chosen at start-up from
+// the CPU's features; settable for tests (not while kernels run on other threads). Setting a level
+// the CPU (or this build) lacks throws std::runtime_error; "auto" picks the best again.
 const char* simd_level();
 void set_simd_level(const char* level);  // "auto", "scalar", "avx2", "avx512"
+bool simd_level_supported(const char* level);
 
 }  // namespace pyllm

@@ -1,0 +1,282 @@
+// Shared x86 kernel bodies, included by quants_avx2.cpp and quants_avx512.cpp. The including file
+// defines `dot_u8s8(u, s)`: 8 int32 lanes, lane k = sum of the 4 products u[4k..4k+3] * s[4k..4k+3]
+// (u unsigned bytes, s signed bytes; no saturation for our ranges). VNNI does it in one dpbusd,
+// AVX2 with maddubs + madd; both give the same integers, so the two levels agree bit for bit on the
+// quantized kernels.
+//
+// Batch invariance: every kernel is a template over NR (rows of activations sharing one weight row).
+// Per row, the operations and their order do not depend on NR, so vec_dot (NR = 1) and vec_dot_4
+// (NR = 4) give identical bits. No branch depends on the data.
+#pragma once
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "ggml/quants.h"
+
+namespace pyllm {
+namespace SIMD_NS {
+
+static inline float h2f(half h) { return _cvtsh_ss(h); }
+
+static inline float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+static inline int hsum8i(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(s);
+}
+
+// 16 packed nibbles -> 32 bytes: low nibbles (elements 0..15) then high nibbles (16..31).
+static inline __m256i unpack_nibbles16(const uint8_t* p) {
+  const __m128i q = _mm_loadu_si128((const __m128i*)p);
+  const __m128i m = _mm_set1_epi8(0x0F);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m), _mm_and_si128(q, m));
+}
+
+// 32 bits -> 32 bytes, byte j = 0x10 when bit j is set.
+static inline __m256i bits_to_0x10(uint32_t bits) {
+  const __m256i shuf = _mm256_set_epi64x(0x0303030303030303LL, 0x0202020202020202LL, 0x0101010101010101LL, 0);
+  __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), shuf);
+  const __m256i bitm = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+  v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bitm), bitm);
+  return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+
+static inline const uint8_t* row(const void* y, size_t by, int r) { return (const uint8_t*)y + r * by; }
+
+// ---------------------------------------------------------------- 32-blocks with signed weights . Q8_0
+
+struct W_q8_0 {
+  typedef block_q8_0 B;
+  static inline __m256i load(const B& b) { return _mm256_loadu_si256((const __m256i*)b.qs); }
+};
+struct W_q4_0 {
+  typedef block_q4_0 B;
+  static inline __m256i load(const B& b) { return _mm256_sub_epi8(unpack_nibbles16(b.qs), _mm256_set1_epi8(8)); }
+};
+struct W_q5_0 {
+  typedef block_q5_0 B;
+  static inline __m256i load(const B& b) {
+    uint32_t qh; std::memcpy(&qh, b.qh, 4);
+    return _mm256_sub_epi8(_mm256_or_si256(unpack_nibbles16(b.qs), bits_to_0x10(qh)), _mm256_set1_epi8(16));
+  }
+};
+struct W_iq4_nl {
+  typedef block_iq4_nl B;
+  static inline __m256i load(const B& b) {
+    const __m256i tbl = _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i*)kvalues_iq4nl));
+    return _mm256_shuffle_epi8(tbl, unpack_nibbles16(b.qs));
+  }
+};
+
+template <class W, int NR>
+static void dot_signed_q8_0(int n, float* s, const void* vx, const void* vy, size_t by) {
+  const typename W::B* x = (const typename W::B*)vx;
+  __m256 acc[NR];
+  for (int r = 0; r < NR; r++) acc[r] = _mm256_setzero_ps();
+  for (int i = 0; i < n / 32; i++) {
+    const __m256i q = W::load(x[i]);
+    const __m256i aq = _mm256_sign_epi8(q, q);
+    const float dx = h2f(x[i].d);
+    for (int r = 0; r < NR; r++) {
+      const block_q8_0* y = (const block_q8_0*)row(vy, by, r) + i;
+      const __m256i yq = _mm256_loadu_si256((const __m256i*)y->qs);
+      const __m256i p = dot_u8s8(aq, _mm256_sign_epi8(yq, q));
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dx * h2f(y->d)), acc[r]);
+    }
+  }
+  for (int r = 0; r < NR; r++) s[r] = hsum8(acc[r]);
+}
+
+// ---------------------------------------------------------------- 32-blocks with unsigned weights + min . Q8_1
+
+struct W_q4_1 {
+  typedef block_q4_1 B;
+  static inline __m256i load(const B& b) { return unpack_nibbles16(b.qs); }
+};
+struct W_q5_1 {
+  typedef block_q5_1 B;
+  static inline __m256i load(const B& b) {
+    uint32_t qh; std::memcpy(&qh, b.qh, 4);
+    return _mm256_or_si256(unpack_nibbles16(b.qs), bits_to_0x10(qh));
+  }
+};
+
+template <class W, int NR>
+static void dot_unsigned_q8_1(int n, float* s, const void* vx, const void* vy, size_t by) {
+  const typename W::B* x = (const typename W::B*)vx;
+  __m256 acc[NR], accm[NR];
+  for (int r = 0; r < NR; r++) { acc[r] = _mm256_setzero_ps(); accm[r] = _mm256_setzero_ps(); }
+  for (int i = 0; i < n / 32; i++) {
+    const __m256i q = W::load(x[i]);
+    const float dx = h2f(x[i].d);
+    const __m256 mx = _mm256_set1_ps(h2f(x[i].m));
+    for (int r = 0; r < NR; r++) {
+      const block_q8_1* y = (const block_q8_1*)row(vy, by, r) + i;
+      const __m256i p = dot_u8s8(q, _mm256_loadu_si256((const __m256i*)y->qs));
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dx * h2f(y->d)), acc[r]);
+      // min term on lane 0 only: keeps it a vector op (no scalar contraction differences)
+      accm[r] = _mm256_fmadd_ps(mx, _mm256_castps128_ps256(_mm_set_ss(h2f(y->s))), accm[r]);
+    }
+  }
+  for (int r = 0; r < NR; r++) s[r] = hsum8(acc[r]) + _mm256_cvtss_f32(accm[r]);
+}
+
+// ---------------------------------------------------------------- K-quants . Q8_K
+
+// Q4_K / Q5_K: per super-block, 4 chunks of 64 (two 32-sub-blocks: low and high nibbles).
+template <bool Q5, int NR>
+static void dot_q45_K(int n, float* s, const void* vx, const void* vy, size_t by) {
+  __m256 acc[NR], accm[NR];
+  for (int r = 0; r < NR; r++) { acc[r] = _mm256_setzero_ps(); accm[r] = _mm256_setzero_ps(); }
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  for (int i = 0; i < n / QK_K; i++) {
+    const uint8_t* scales; const uint8_t* qs; const uint8_t* qhp = nullptr; half hd, hdmin;
+    if (Q5) {
+      const block_q5_K& b = ((const block_q5_K*)vx)[i];
+      scales = b.scales; qs = b.qs; qhp = b.qh; hd = b.d; hdmin = b.dmin;
+    } else {
+      const block_q4_K& b = ((const block_q4_K*)vx)[i];
+      scales = b.scales; qs = b.qs; hd = b.d; hdmin = b.dmin;
+    }
+    uint8_t sc[8], mn[8];
+    for (int j = 0; j < 8; j++) get_scale_min_k4(j, scales, &sc[j], &mn[j]);
+    __m256i wq[8];
+    __m256i qh = Q5 ? _mm256_loadu_si256((const __m256i*)qhp) : _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+      const __m256i q = _mm256_loadu_si256((const __m256i*)(qs + 32 * c));
+      wq[2 * c] = _mm256_and_si256(q, m4);
+      wq[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+      if (Q5) {
+        for (int k = 0; k < 2; k++) {
+          const __m256i bit = _mm256_set1_epi8((char)(1 << (2 * c + k)));
+          const __m256i h = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit), _mm256_set1_epi8(0x10));
+          wq[2 * c + k] = _mm256_or_si256(wq[2 * c + k], h);
+        }
+      }
+    }
+    const float d = h2f(hd), dmin = h2f(hdmin);
+    for (int r = 0; r < NR; r++) {
+      const block_q8_K* y = (const block_q8_K*)row(vy, by, r) + i;
+      __m256i isum = _mm256_setzero_si256();
+      for (int j = 0; j < 8; j++) {
+        const __m256i p = dot_u8s8(wq[j], _mm256_loadu_si256((const __m256i*)(y->qs + 32 * j)));
+        isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(p, _mm256_set1_epi32(sc[j])));
+      }
+      // mins: sum_j mn[j] * (bsums[2j] + bsums[2j+1]) with 16-bit madd
+      const __m256i bs = _mm256_loadu_si256((const __m256i*)y->bsums);
+      const __m256i mw = _mm256_cvtepu8_epi16(_mm_set_epi8(mn[7], mn[7], mn[6], mn[6], mn[5], mn[5], mn[4], mn[4],
+                                                           mn[3], mn[3], mn[2], mn[2], mn[1], mn[1], mn[0], mn[0]));
+      const __m256i msum = _mm256_madd_epi16(bs, mw);
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(y->d * d), acc[r]);
+      accm[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(y->d * dmin), accm[r]);
+    }
+  }
+  for (int r = 0; r < NR; r++) s[r] = hsum8(_mm256_sub_ps(acc[r], accm[r]));
+}
+
+// Q6_K: unsigned 6-bit q (0..63) . y, minus 32 * sum(y) through bsums.
+template <int NR>
+static void dot_q6_K(int n, float* s, const void* vx, const void* vy, size_t by) {
+  const block_q6_K* x = (const block_q6_K*)vx;
+  __m256 acc[NR];
+  for (int r = 0; r < NR; r++) acc[r] = _mm256_setzero_ps();
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
+  for (int i = 0; i < n / QK_K; i++) {
+    __m256i wq[8], scv[8];
+    for (int h = 0; h < 2; h++) {
+      const __m256i l0 = _mm256_loadu_si256((const __m256i*)(x[i].ql + 64 * h));
+      const __m256i l1 = _mm256_loadu_si256((const __m256i*)(x[i].ql + 64 * h + 32));
+      const __m256i hb = _mm256_loadu_si256((const __m256i*)(x[i].qh + 32 * h));
+      const __m256i lo[4] = {_mm256_and_si256(l0, m4), _mm256_and_si256(l1, m4),
+                             _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4)};
+      for (int g = 0; g < 4; g++) {
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * g), m3);
+        wq[4 * h + g] = _mm256_or_si256(lo[g], _mm256_slli_epi16(hi, 4));
+        const int sb = 2 * (4 * h + g);  // two 16-scales per group of 32
+        scv[4 * h + g] = _mm256_set_m128i(_mm_set1_epi32(x[i].scales[sb + 1]), _mm_set1_epi32(x[i].scales[sb]));
+      }
+    }
+    // 32 * sum_j sc[j] * bsums[j] (weights stored +32)
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)x[i].scales));
+    const float d = h2f(x[i].d);
+    for (int r = 0; r < NR; r++) {
+      const block_q8_K* y = (const block_q8_K*)row(vy, by, r) + i;
+      __m256i isum = _mm256_setzero_si256();
+      for (int k = 0; k < 8; k++) {
+        const __m256i p = dot_u8s8(wq[k], _mm256_loadu_si256((const __m256i*)(y->qs + 32 * k)));
+        isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(p, scv[k]));
+      }
+      const __m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i*)y->bsums));
+      isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(off, 5));
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(y->d * d), acc[r]);
+    }
+  }
+  for (int r = 0; r < NR; r++) s[r] = hsum8(acc[r]);
+}
+
+// IQ4_XS: grid lookup to signed bytes, 6-bit signed scale per 32.
+template <int NR>
+static void dot_iq4_xs(int n, float* s, const void* vx, const void* vy, size_t by) {
+  const block_iq4_xs* x = (const block_iq4_xs*)vx;
+  const __m256i tbl = _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i*)kvalues_iq4nl));
+  __m256 acc[NR];
+  for (int r = 0; r < NR; r++) acc[r] = _mm256_setzero_ps();
+  for (int i = 0; i < n / QK_K; i++) {
+    __m256i wq[8], aq[8], scv[8];
+    for (int ib = 0; ib < 8; ib++) {
+      wq[ib] = _mm256_shuffle_epi8(tbl, unpack_nibbles16(x[i].qs + 16 * ib));
+      aq[ib] = _mm256_sign_epi8(wq[ib], wq[ib]);
+      scv[ib] = _mm256_set1_epi32(iq4xs_scale(x[i], ib) - 32);
+    }
+    const float d = h2f(x[i].d);
+    for (int r = 0; r < NR; r++) {
+      const block_q8_K* y = (const block_q8_K*)row(vy, by, r) + i;
+      __m256i isum = _mm256_setzero_si256();
+      for (int ib = 0; ib < 8; ib++) {
+        const __m256i yq = _mm256_loadu_si256((const __m256i*)(y->qs + 32 * ib));
+        isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(dot_u8s8(aq[ib], _mm256_sign_epi8(yq, wq[ib])), scv[ib]));
+      }
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(y->d * d), acc[r]);
+    }
+  }
+  for (int r = 0; r < NR; r++) s[r] = hsum8(acc[r]);
+}
+
+// ---------------------------------------------------------------- wrappers
+
+template <class W> static void vd_signed(int n, float* s, const void* x, const void* y) { dot_signed_q8_0<W, 1>(n, s, x, y, 0); }
+template <class W> static void vd4_signed(int n, float* s, const void* x, const void* y, size_t by) { dot_signed_q8_0<W, 4>(n, s, x, y, by); }
+template <class W> static void vd_unsigned(int n, float* s, const void* x, const void* y) { dot_unsigned_q8_1<W, 1>(n, s, x, y, 0); }
+template <class W> static void vd4_unsigned(int n, float* s, const void* x, const void* y, size_t by) { dot_unsigned_q8_1<W, 4>(n, s, x, y, by); }
+template <bool Q5> static void vd_q45_K(int n, float* s, const void* x, const void* y) { dot_q45_K<Q5, 1>(n, s, x, y, 0); }
+template <bool Q5> static void vd4_q45_K(int n, float* s, const void* x, const void* y, size_t by) { dot_q45_K<Q5, 4>(n, s, x, y, by); }
+static void vd_q6_K(int n, float* s, const void* x, const void* y) { dot_q6_K<1>(n, s, x, y, 0); }
+static void vd4_q6_K(int n, float* s, const void* x, const void* y, size_t by) { dot_q6_K<4>(n, s, x, y, by); }
+static void vd_iq4_xs(int n, float* s, const void* x, const void* y) { dot_iq4_xs<1>(n, s, x, y, 0); }
+static void vd4_iq4_xs(int n, float* s, const void* x, const void* y, size_t by) { dot_iq4_xs<4>(n, s, x, y, by); }
+
+// Installs the quantized kernels shared by both levels (vec_dot_4 too when `with4`).
+static void install_quant_kernels(type_traits* t, bool with4) {
+  auto put = [&](ggml_type id, vec_dot_fn f, vec_dot_4_fn f4) { t[id].vec_dot = f; t[id].vec_dot_4 = with4 ? f4 : nullptr; };
+  put(GGML_TYPE_Q8_0, vd_signed<W_q8_0>, vd4_signed<W_q8_0>);
+  put(GGML_TYPE_Q4_0, vd_signed<W_q4_0>, vd4_signed<W_q4_0>);
+  put(GGML_TYPE_Q5_0, vd_signed<W_q5_0>, vd4_signed<W_q5_0>);
+  put(GGML_TYPE_IQ4_NL, vd_signed<W_iq4_nl>, vd4_signed<W_iq4_nl>);
+  put(GGML_TYPE_Q4_1, vd_unsigned<W_q4_1>, vd4_unsigned<W_q4_1>);
+  put(GGML_TYPE_Q5_1, vd_unsigned<W_q5_1>, vd4_unsigned<W_q5_1>);
+  put(GGML_TYPE_Q4_K, vd_q45_K<false>, vd4_q45_K<false>);
+  put(GGML_TYPE_Q5_K, vd_q45_K<true>, vd4_q45_K<true>);
+  put(GGML_TYPE_Q6_K, vd_q6_K, vd4_q6_K);
+  put(GGML_TYPE_IQ4_XS, vd_iq4_xs, vd4_iq4_xs);
+}
+
+}  // namespace SIMD_NS
+}  // namespace pyllm

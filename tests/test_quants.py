@@ -1,0 +1,298 @@
+"""Quant types: dequantize bit-exact with gguf-py, quantizers, vec_dot at every SIMD level, dispatch."""
+import numpy as np
+import pytest
+
+from gguf import GGMLQuantizationType as QT
+from gguf import quants as gq
+
+from pyllm import _core as c
+
+LEVELS = [lv for lv in ("scalar", "avx2", "avx512") if c.simd_level_supported(lv)]
+
+# type -> offsets of fp16 fields that must hold finite values in random blocks
+HALF_FIELDS = {
+    QT.Q4_0: [0], QT.Q4_1: [0, 2], QT.Q5_0: [0], QT.Q5_1: [0, 2], QT.Q8_0: [0],
+    QT.Q2_K: [80, 82], QT.Q3_K: [108], QT.Q4_K: [0, 2], QT.Q5_K: [0, 2], QT.Q6_K: [208],
+    QT.IQ4_NL: [0], QT.IQ4_XS: [0],
+}
+FLOAT_TYPES = [QT.F32, QT.F16, QT.BF16]
+WEIGHT_TYPES = FLOAT_TYPES + list(HALF_FIELDS)
+ALL_DEQUANT = WEIGHT_TYPES
+
+
+@pytest.fixture(autouse=True)
+def restore_level():
+    yield
+    c.set_simd_level("auto")
+
+
+def random_row(t, n, rng):
+    """Random weight row bytes of n elements (finite fp16 scale fields)."""
+    if t == QT.F32:
+        return rng.standard_normal(n).astype(np.float32).view(np.uint8)
+    if t == QT.F16:
+        return rng.standard_normal(n).astype(np.float16).view(np.uint8)
+    if t == QT.BF16:
+        return gq.quantize(rng.standard_normal(n).astype(np.float32), QT.BF16).reshape(-1)
+    tr = c.type_traits(int(t))
+    nb = n // tr["blck_size"]
+    blocks = rng.integers(0, 256, size=(nb, tr["type_size"]), dtype=np.uint8)
+    for off in HALF_FIELDS[t]:
+        h = (rng.standard_normal(nb) * 0.05).astype(np.float16)
+        blocks[:, off:off + 2] = h.view(np.uint8).reshape(nb, 2)
+    return blocks.reshape(-1)
+
+
+def bits(a):
+    return np.asarray(a, dtype=np.float32).view(np.uint32)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("t", ALL_DEQUANT, ids=lambda t: t.name)
+def test_dequantize_bit_exact_with_gguf_py(t, level):
+    c.set_simd_level(level)
+    rng = np.random.default_rng(int(t) + 100)
+    n = 256 * 24
+    w = random_row(t, n, rng)
+    ours = c.dequantize(int(t), w, n)
+    ref = gq.dequantize(w, t).reshape(-1).astype(np.float32)
+    assert ours.shape == (n,)
+    mism = np.nonzero(bits(ours) != bits(ref))[0]
+    assert mism.size == 0, f"{t.name}@{level}: {mism.size} mismatches, first {mism[:5]} ours {ours[mism[:3]]} ref {ref[mism[:3]]}"
+
+
+def test_block_sizes_match_gguf_py():
+    for t in WEIGHT_TYPES + [QT.Q8_K]:
+        tr = c.type_traits(int(t))
+        assert (tr["blck_size"], tr["type_size"]) == tuple(gq.GGML_QUANT_SIZES[t]), t.name
+    # gguf-py still lists the old 40-byte Q8_1 (float d, s); ggml's block_q8_1 is half2 ds + qs = 36
+    assert (c.type_traits(int(QT.Q8_1))["type_size"]) == 36
+
+
+VEC_DOT_TYPE = {
+    QT.F32: QT.F32, QT.F16: QT.F16, QT.BF16: QT.BF16,
+    QT.Q4_0: QT.Q8_0, QT.Q5_0: QT.Q8_0, QT.Q8_0: QT.Q8_0, QT.IQ4_NL: QT.Q8_0,
+    QT.Q4_1: QT.Q8_1, QT.Q5_1: QT.Q8_1,
+    QT.Q2_K: QT.Q8_K, QT.Q3_K: QT.Q8_K, QT.Q4_K: QT.Q8_K, QT.Q5_K: QT.Q8_K, QT.Q6_K: QT.Q8_K,
+    QT.IQ4_XS: QT.Q8_K,
+}
+
+
+def test_traits_table():
+    for t, vt in VEC_DOT_TYPE.items():
+        tr = c.type_traits(int(t))
+        assert tr["vec_dot_type"] == int(vt), t.name
+        assert tr["compute"] and tr["has_to_float"] and tr["has_vec_dot"] and tr["has_from_float"], t.name
+    for t in (QT.Q8_1, QT.Q8_K):
+        tr = c.type_traits(int(t))
+        assert tr["has_from_float"] and not tr["compute"]
+    assert c.type_traits(int(QT.IQ2_XXS))["compute"] is False
+    with pytest.raises(ValueError):
+        c.type_traits(4)  # removed Q4_2
+
+
+# ---------------------------------------------------------------- quantizers
+
+GGUF_PY_QUANTIZABLE = [QT.Q8_0, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.BF16]
+
+
+def quant_inputs(rng, n):
+    x = rng.standard_normal(n).astype(np.float32)
+    x[:32] = 0.0                       # an all-zero block
+    x[32:64] = 0.5                     # a constant block
+    x[64:96] *= 1e-3
+    x[96:128] = np.abs(x[96:128])      # all positive
+    x[128:160] = -np.abs(x[128:160])  # all negative
+    return x
+
+
+@pytest.mark.parametrize("t", GGUF_PY_QUANTIZABLE, ids=lambda t: t.name)
+def test_quantize_bit_exact_with_gguf_py(t):
+    rng = np.random.default_rng(7)
+    x = quant_inputs(rng, 256 * 16)
+    ours = c.quantize(int(t), x)
+    ref = gq.quantize(x, t).reshape(-1)
+    assert ours.dtype == np.uint8 and ours.shape == ref.shape
+    bad = np.nonzero(ours != ref)[0]
+    assert bad.size == 0, f"{t.name}: {bad.size} differing bytes, first at {bad[:5]}"
+
+
+# relative RMS error bounds for N(0,1) data (measured values are ~2/3 of these)
+RT_BOUND = {
+    QT.F16: 1e-3, QT.BF16: 5e-3, QT.F32: 0.0,
+    QT.Q8_0: 0.006, QT.Q4_0: 0.12, QT.Q4_1: 0.11, QT.Q5_0: 0.06, QT.Q5_1: 0.055,
+    QT.Q2_K: 0.40, QT.Q3_K: 0.21, QT.Q4_K: 0.10, QT.Q5_K: 0.05, QT.Q6_K: 0.025,
+    QT.IQ4_NL: 0.11, QT.IQ4_XS: 0.11, QT.Q8_1: 0.006, QT.Q8_K: 0.009,
+}
+
+
+@pytest.mark.parametrize("t", list(RT_BOUND), ids=lambda t: t.name)
+def test_quantize_round_trip(t):
+    rng = np.random.default_rng(11)
+    n = 256 * 32
+    x = rng.standard_normal(n).astype(np.float32)
+    q = c.quantize(int(t), x)
+    assert q.size == n // c.type_traits(int(t))["blck_size"] * c.type_traits(int(t))["type_size"]
+    y = c.dequantize(int(t), q, n)
+    rel = np.sqrt(np.mean((y - x) ** 2) / np.mean(x ** 2))
+    assert rel <= RT_BOUND[t], f"{t.name}: relative RMS error {rel:.4f}"
+    # zeros stay zeros, and no NaN from degenerate blocks
+    z = c.dequantize(int(t), c.quantize(int(t), np.zeros(n, np.float32)), n)
+    assert np.all(z == 0)
+    xc = quant_inputs(rng, n)
+    yc = c.dequantize(int(t), c.quantize(int(t), xc), n)
+    assert np.all(np.isfinite(yc))
+    assert np.all(yc[:32] == 0)  # an all-zero block inside a non-zero row
+
+
+def test_q8_K_layout():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(512).astype(np.float32)
+    q = c.quantize(int(QT.Q8_K), x).reshape(2, 292)
+    for b in range(2):
+        d = q[b, :4].view(np.float32)[0]
+        qs = q[b, 4:260].view(np.int8).astype(np.int32)
+        bsums = q[b, 260:].view(np.int16)
+        xb = x[256 * b: 256 * (b + 1)]
+        i = np.argmax(np.abs(xb))
+        assert qs[i] == -127  # ggml: iscale = -127/max (signed max)
+        np.testing.assert_array_equal(bsums, qs.reshape(16, 16).sum(axis=1))
+        assert np.max(np.abs(d * qs - xb)) <= abs(d) * 0.5 + 1e-6
+
+
+def test_q8_1_sum_field():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(128).astype(np.float32)
+    q = c.quantize(int(QT.Q8_1), x).reshape(4, 36)
+    ref = gq.quantize(x, QT.Q8_0).reshape(4, 34)
+    np.testing.assert_array_equal(q[:, 0:2], ref[:, 0:2])
+    np.testing.assert_array_equal(q[:, 4:], ref[:, 2:])
+    d = np.abs(x.reshape(4, 32)).max(axis=1) / np.float32(127)  # unrounded d, as ggml
+    s = q[:, 2:4].copy().view(np.float16).reshape(-1)
+    sums = q[:, 4:].view(np.int8).astype(np.int32).sum(axis=1)
+    np.testing.assert_array_equal(s, (sums * d).astype(np.float16))
+
+
+# ---------------------------------------------------------------- vec_dot
+
+def float_reference(t, w, x):
+    n = x.size
+    vt = int(VEC_DOT_TYPE[t])
+    xqb = c.quantize(vt, x)
+    xq = c.dequantize(vt, xqb, n).astype(np.float64)
+    wf = c.dequantize(int(t), w, n).astype(np.float64)
+    ref = float(np.dot(wf, xq))
+    if vt == int(QT.Q8_1):
+        # the kernel uses the min times Q8_1's fp16 s (= d*sum(q)), not the exact block sum
+        tsz = c.type_traits(int(t))["type_size"]
+        m = w.reshape(-1, tsz)[:, 2:4].copy().view(np.float16).astype(np.float64).reshape(-1)
+        s = xqb.reshape(-1, 36)[:, 2:4].copy().view(np.float16).astype(np.float64).reshape(-1)
+        ref += float(np.dot(m, s - xq.reshape(-1, 32).sum(axis=1)))
+    return ref, float(np.dot(np.abs(wf), np.abs(xq)))
+
+
+@pytest.mark.parametrize("t", list(VEC_DOT_TYPE), ids=lambda t: t.name)
+def test_vec_dot_all_levels(t):
+    rng = np.random.default_rng(int(t) + 1)
+    for n in (256, 256 * 11):
+        w = random_row(t, n, rng)
+        x = rng.standard_normal(n).astype(np.float32)
+        ref, mag = float_reference(t, w, x)
+        res = {}
+        for lv in LEVELS:
+            c.set_simd_level(lv)
+            res[lv] = c.vec_dot(int(t), w, x)
+            assert c.vec_dot(int(t), w, x) == res[lv]  # deterministic
+        tol = 2e-5 * mag + 1e-6
+        for lv, v in res.items():
+            assert abs(v - ref) <= tol, f"{t.name}@{lv} n={n}: {v} vs float ref {ref} (tol {tol})"
+            assert abs(v - res["scalar"]) <= tol, f"{t.name}@{lv} n={n}: {v} vs scalar {res['scalar']}"
+
+
+@pytest.mark.parametrize("t", list(VEC_DOT_TYPE), ids=lambda t: t.name)
+def test_vec_dot_quantized_weights(t):
+    # realistic weights (from our quantizers) instead of random bytes
+    rng = np.random.default_rng(int(t) + 2)
+    n = 256 * 8
+    w = c.quantize(int(t), rng.standard_normal(n).astype(np.float32))
+    x = rng.standard_normal(n).astype(np.float32)
+    ref, mag = float_reference(t, w, x)
+    for lv in LEVELS:
+        c.set_simd_level(lv)
+        assert abs(c.vec_dot(int(t), w, x) - ref) <= 2e-5 * mag + 1e-6, (t.name, lv)
+
+
+VEC_DOT_4_REQUIRED = [QT.Q8_0, QT.Q4_K, QT.Q6_K, QT.Q4_1, QT.Q5_0]
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_vec_dot_4_bit_identical(level):
+    c.set_simd_level(level)
+    rng = np.random.default_rng(5)
+    have = [t for t in VEC_DOT_TYPE if c.type_traits(int(t))["has_vec_dot_4"]]
+    if level == "avx512":
+        assert set(VEC_DOT_4_REQUIRED) <= set(have)
+    for t in have:
+        for n in (256, 256 * 7):
+            w = random_row(t, n, rng)
+            x4 = rng.standard_normal((4, n)).astype(np.float32)
+            x4[2] *= 1e-3
+            got = c.vec_dot_4(int(t), w, x4)
+            one = np.array([c.vec_dot(int(t), w, x4[r]) for r in range(4)], np.float32)
+            assert np.array_equal(bits(got), bits(one)), f"{t.name}@{level} n={n}: {got} vs {one}"
+    if not have:
+        with pytest.raises(ValueError):
+            c.vec_dot_4(int(QT.Q8_0), random_row(QT.Q8_0, 256, rng), np.zeros((4, 256), np.float32))
+
+
+# ---------------------------------------------------------------- dispatch
+
+def test_dispatch_levels():
+    assert c.simd_level() in ("scalar", "avx2", "avx512")
+    c.set_simd_level("auto")
+    best = c.simd_level()
+    assert best == LEVELS[-1]
+    for lv in LEVELS:
+        c.set_simd_level(lv)
+        assert c.simd_level() == lv
+    for lv in ("avx2", "avx512"):
+        if lv not in LEVELS:
+            with pytest.raises(RuntimeError):
+                c.set_simd_level(lv)
+    with pytest.raises(ValueError):
+        c.set_simd_level("sse9")
+    c.set_simd_level("auto")
+    assert c.simd_level() == best
+
+
+def test_scalar_level_has_no_vec_dot_4_and_pointers_swap_back():
+    c.set_simd_level("scalar")
+    assert not any(c.type_traits(int(t))["has_vec_dot_4"] for t in VEC_DOT_TYPE)
+    if "avx512" in LEVELS:
+        c.set_simd_level("avx512")
+        assert c.type_traits(int(QT.Q8_0))["has_vec_dot_4"]
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError):
+        c.dequantize(int(QT.Q4_0), np.zeros(18, np.uint8), 31)
+    with pytest.raises(ValueError):
+        c.dequantize(int(QT.Q4_0), np.zeros(17, np.uint8), 32)
+    with pytest.raises(ValueError):
+        c.vec_dot(int(QT.Q4_K), np.zeros(144, np.uint8), np.zeros(512, np.float32))
+    with pytest.raises(ValueError):
+        c.quantize(int(QT.IQ2_XXS), np.zeros(256, np.float32))
+
+
+@pytest.mark.parametrize("t", FLOAT_TYPES, ids=lambda t: t.name)
+def test_float_vec_dot_odd_lengths(t):
+    rng = np.random.default_rng(9)
+    for n in (1, 7, 15, 17, 33, 63, 65, 1001):
+        w = random_row(t, n, rng)
+        x = rng.standard_normal(n).astype(np.float32)
+        ref, mag = float_reference(t, w, x)
+        for lv in LEVELS:
+            c.set_simd_level(lv)
+            v = c.vec_dot(int(t), w, x)
+            assert abs(v - ref) <= 2e-5 * mag + 1e-6, (t.name, lv, n, v, ref)
+            assert bits(c.dequantize(int(t), w, n)).tolist() == bits(gq.dequantize(w, t).reshape(-1)).tolist()
