@@ -77,6 +77,18 @@ void bind_tokenizer(nb::module_& m) {
         return std::string(t.type() == VocabType::SPM ? "spm" : "bpe");
       })
       .def("__len__", &Tokenizer::n_vocab);
+
+  // The word split of a BPE pre-tokenizer (testing/debugging): pre is a tokenizer.ggml.pre value.
+  m.def("pretokenize", [](const std::string& pre, const std::string& text, bool byte_encode) {
+    std::vector<std::string> words;
+    {
+      nb::gil_scoped_release release;
+      words = pretokenize(pre_type_from_name(pre), text, byte_encode);
+    }
+    nb::list l;
+    for (auto& w : words) l.append(utf8_str(w));
+    return l;
+  }, nb::arg("pre"), nb::arg("text"), nb::arg("byte_encode") = false);
 }
 
 }  // namespace pyllm
