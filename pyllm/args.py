@@ -604,8 +604,9 @@ def _apply(p: Params, opt: Opt, positive: bool, val: Optional[str], name: str):
         else:
             opt.fn(p)
     elif k == "ignore":
-        if opt.names[0] not in p.ignored:
-            p.ignored.append(opt.names[0])
+        long = next((n for n in opt.names if n.startswith("--")), opt.names[0])
+        if long not in p.ignored:
+            p.ignored.append(long)
 
 
 def _takes_value(opt: Opt) -> bool:
