@@ -468,6 +468,7 @@ class Engine:
             "n_prompt": len(run.task.prompt), "n_cached": timings["cache_n"], "stop_type": run.stop_type,
             "stopping_word": run.stopping_word, "has_new_line": run.has_new_line or "\n" in run.text,
             "truncated": run.truncated, "timings": timings,
+            "probs_tail": [] if run.stop_type == "word" else list(run.probs_pending),
         }
         self._emit(run.task, Event("done", data=final))
 

@@ -551,6 +551,7 @@ def create_app(params: Params, core=None, state: Optional[ServerState] = None):
                 probs[i] += ev.probs
             elif ev.kind == "done":
                 fins[i] = ev.data
+                probs[i] += ev.data.get("probs_tail", [])
                 remaining -= 1
             elif ev.kind == "error":
                 for t in tasks:
