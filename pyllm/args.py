@@ -1,0 +1,809 @@
+"""One llama.cpp-compatible command line parser for every pyllm command.
+
+`parse_args(argv, tool)` mirrors `common_params_parse` (common/arg.cpp): LLAMA_ARG_* environment
+variables are applied first, command line flags override them (with a warning), `--long_name` is
+normalised to `--long-name`, repeating a flag keeps the last value (except `--spec-type`, which
+accumulates), an unknown flag is `error: invalid argument: X`, removed flags fail hard.
+
+`main_parse(argv, tool)` wraps it for console entry points: prints the error to stderr and exits 1.
+"""
+from __future__ import annotations
+
+import math
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+TOOLS = ("server", "generate", "bench")
+
+SPEC_TYPES = (
+    "none", "draft-simple", "draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark",
+    "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache",
+)
+SUPPORTED_SPEC_TYPES = ("none", "draft-mtp")
+CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+DEFAULT_SAMPLERS = ["penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature"]
+
+
+class ArgError(ValueError):
+    """A command line / environment error; str() is the full message llama.cpp would print."""
+
+
+@dataclass
+class Params:
+    # model
+    model: str = ""
+    model_alias: list = field(default_factory=list)   # -a a,b,c
+    tags: list = field(default_factory=list)
+    hf_repo: str = ""
+    hf_file: str = ""
+    offline: bool = False
+    # context / batching
+    n_ctx: int = 0
+    n_predict: int = -1
+    n_batch: int = 2048
+    n_ubatch: int = 512
+    n_keep: int = 0
+    n_parallel: int = -1
+    kv_unified: bool = False
+    cont_batching: bool = True
+    context_shift: bool = False
+    cache_prompt: bool = True
+    cache_reuse: int = 0
+    cache_ram_mib: int = 8192
+    cache_type_k: str = "f16"
+    cache_type_v: str = "f16"
+    flash_attn: str = "auto"
+    n_gpu_layers: str = "auto"
+    load_mode: str = "auto"
+    use_mmap: bool = True
+    use_mlock: bool = False
+    warmup: bool = True
+    swa_full: bool = False
+    # threads
+    n_threads: int = -1
+    n_threads_batch: int = -1
+    n_threads_http: int = -1
+    # server
+    hostname: str = "127.0.0.1"
+    port: int = 8080
+    api_keys: list = field(default_factory=list)
+    api_prefix: str = ""
+    timeout: int = 3600
+    sse_ping_interval: int = 30
+    cors_origins: str = "*"
+    cors_methods: str = "GET, POST, DELETE, OPTIONS"
+    cors_headers: str = "*"
+    cors_credentials: bool = True
+    webui: bool = True
+    endpoint_metrics: bool = False
+    endpoint_slots: bool = True
+    endpoint_props: bool = False
+    slot_save_path: str = ""
+    sleep_idle_seconds: int = -1
+    embedding: bool = False
+    reranking: bool = False
+    # chat
+    use_jinja: bool = True
+    chat_template: str = ""
+    chat_template_file: str = ""
+    chat_template_kwargs: str = ""
+    reasoning_format: str = "auto"
+    reasoning: str = "auto"
+    reasoning_budget: int = -1
+    prefill_assistant: bool = True
+    # prompt (generate / bench)
+    prompt: str = ""
+    prompt_file: str = ""
+    system_prompt: str = ""
+    antiprompt: list = field(default_factory=list)   # -r
+    escape: bool = True
+    special: bool = False
+    conversation: str = "auto"
+    interactive: bool = False
+    display_prompt: bool = True
+    # sampling (common_params_sampling)
+    seed: int = -1
+    temperature: float = 0.8
+    top_k: int = 40
+    top_p: float = 0.95
+    min_p: float = 0.05
+    typical_p: float = 1.0
+    top_n_sigma: float = -1.0
+    xtc_probability: float = 0.0
+    xtc_threshold: float = 0.1
+    repeat_last_n: int = 64
+    repeat_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    dry_multiplier: float = 0.0
+    dry_base: float = 1.75
+    dry_allowed_length: int = 2
+    dry_penalty_last_n: int = -1
+    dynatemp_range: float = 0.0
+    dynatemp_exponent: float = 1.0
+    mirostat: int = 0
+    mirostat_tau: float = 5.0
+    mirostat_eta: float = 0.1
+    min_keep: int = 0
+    n_probs: int = 0
+    ignore_eos: bool = False
+    samplers: list = field(default_factory=lambda: list(DEFAULT_SAMPLERS))
+    logit_bias: list = field(default_factory=list)
+    grammar: str = ""
+    json_schema: str = ""
+    # speculative
+    spec_types: list = field(default_factory=lambda: ["none"])
+    spec_draft_n_max: int = 3
+    spec_draft_n_min: int = 0
+    spec_draft_p_min: float = 0.0
+    spec_draft_p_split: float = 0.10
+    spec_draft_type_k: str = "f16"
+    spec_draft_type_v: str = "f16"
+    spec_draft_model: str = ""
+    spec_draft_backend_sampling: bool = True
+    spec_synth_len: float = -1.0
+    spec_synth_rates: list = field(default_factory=list)
+    # logging
+    verbosity: int = 3
+    log_disable: bool = False
+    log_file: str = ""
+    verbose: bool = False
+    # bench
+    n_repetitions: int = 5
+    n_gen_bench: list = field(default_factory=list)
+    # bookkeeping
+    ignored: list = field(default_factory=list)      # GPU / no-op flags seen, reported once
+    usage: bool = False
+    version: bool = False
+
+    # ---- derived ----
+    @property
+    def spec_type(self) -> str:
+        """The single effective speculative type ("none" or e.g. "draft-mtp")."""
+        types = [t for t in self.spec_types if t != "none"]
+        if not types or "none" in self.spec_types[1:]:
+            return "none"
+        return types[-1]
+
+    @property
+    def spec_types_str(self) -> str:
+        return ",".join(self.spec_types)
+
+    @property
+    def speculative(self) -> bool:
+        return self.spec_type != "none" and self.spec_draft_n_max > 0
+
+
+# ------------------------------------------------------------------------------------------
+# option table
+
+@dataclass
+class Opt:
+    names: tuple
+    kind: str                     # int | float | str | flag | bool (pos/neg names) | custom | ignore | removed
+    dest: Optional[str] = None
+    env: Optional[str] = None
+    neg: tuple = ()               # negative names for kind == "bool"
+    value: bool = True            # whether a value follows (custom / ignore / removed)
+    fn: Optional[Callable] = None
+    help: str = ""
+    tools: Optional[tuple] = None  # None = every tool
+    const: object = True          # for kind == "flag"
+
+
+def _truthy(v: str) -> bool:
+    return v in ("true", "1", "on", "enabled")
+
+
+def _falsey(v: str) -> bool:
+    return v in ("false", "0", "off", "disabled")
+
+
+def _stoi(s: str) -> int:
+    s2 = s.strip()
+    # std::stoi accepts a leading number followed by junk; be strict-but-compatible on the number part
+    i = 0
+    if i < len(s2) and s2[i] in "+-":
+        i += 1
+    j = i
+    while j < len(s2) and s2[j].isdigit():
+        j += 1
+    if j == i:
+        raise ValueError("stoi")
+    return int(s2[:j])
+
+
+def _stof(s: str) -> float:
+    try:
+        return float(s.strip())
+    except ValueError:
+        # std::stof also accepts a numeric prefix
+        import re
+        m = re.match(r"\s*[+-]?(\d+\.?\d*([eE][+-]?\d+)?|\.\d+([eE][+-]?\d+)?|inf|nan)", s, re.I)
+        if not m:
+            raise ValueError("stof")
+        return float(m.group(0))
+
+
+def _spec_type(p: Params, v: str):
+    names = v.split(",")
+    types = []
+    for n in names:
+        if n not in SPEC_TYPES:
+            raise ArgError(f"unknown speculative decoding type: {n}")
+        types.append(n)
+    if "none" in types:
+        types = ["none"]
+    p.spec_types.extend(types)
+
+
+def _synth_len(p: Params, v: str):
+    try:
+        x = float(v.strip())
+    except ValueError:
+        raise ArgError("invalid value")
+    if x == -1.0:
+        raise ArgError("invalid value")
+    p.spec_synth_len = x
+
+
+def _synth_rates(p: Params, v: str):
+    rates = []
+    for raw in v.split(","):
+        try:
+            rates.append(float(raw.strip()))
+        except ValueError:
+            raise ArgError("invalid value")
+    p.spec_synth_rates = rates
+
+
+def _api_key(p: Params, v: str):
+    p.api_keys.extend(k for k in v.split(",") if k)
+
+
+def _api_key_file(p: Params, v: str):
+    try:
+        with open(v, encoding="utf-8") as f:
+            for line in f:
+                line = line.strip()
+                if line:
+                    p.api_keys.append(line)
+    except OSError:
+        raise ArgError(f"failed to open file '{v}'")
+
+
+def _prompt_file(p: Params, v: str):
+    try:
+        p.prompt = Path(v).read_text(encoding="utf-8")
+        if p.prompt.endswith("\n"):
+            p.prompt = p.prompt[:-1]
+    except OSError:
+        raise ArgError(f"error: failed to open file '{v}'\n")
+    p.prompt_file = v
+
+
+def _chat_template_file(p: Params, v: str):
+    try:
+        p.chat_template = Path(v).read_text(encoding="utf-8")
+    except OSError:
+        raise ArgError(f"error: failed to open file '{v}'\n")
+    p.chat_template_file = v
+
+
+def _cache_type(dest):
+    def fn(p: Params, v: str):
+        if v not in CACHE_TYPES:
+            raise ArgError(f"Unsupported cache type: {v}")
+        setattr(p, dest, v)
+    return fn
+
+
+def _removed(msg):
+    def fn(p, v):
+        raise ArgError("the argument has been removed. " + msg)
+    return fn
+
+
+def _alias(p: Params, v: str):
+    p.model_alias = [a for a in v.split(",") if a]
+
+
+def _samplers(p: Params, v: str):
+    p.samplers = [s for s in v.split(";" if ";" in v else ",") if s]
+
+
+def _mlock(p: Params, v=None):
+    p.use_mlock = True
+
+
+def _no_mmap(p: Params, v=None):
+    p.use_mmap = False
+
+
+def _n_gen_bench(p: Params, v: str):
+    p.n_gen_bench = [_stoi(x) for x in v.split(",") if x]
+
+
+def _verbose(p: Params, v=None):
+    p.verbose = True
+    p.verbosity = 5
+
+
+def _fa(p: Params, v: str):
+    if v not in ("on", "off", "auto", "enabled", "disabled", "1", "0", "true", "false"):
+        raise ArgError(f"unknown value for --flash-attn: '{v}'\n")
+    p.flash_attn = v
+    p.ignored.append("--flash-attn")
+
+
+def _ngl(p: Params, v: str):
+    if v not in ("auto", "all"):
+        _stoi(v)
+    p.n_gpu_layers = v
+    p.ignored.append("--n-gpu-layers")
+
+
+def _temp(p: Params, v: str):
+    p.temperature = _stof(v)
+
+
+def _logit_bias(p: Params, v: str):
+    import re
+    m = re.match(r"\s*(\d+)\s*([+-]\s*[\d.]+)\s*$", v)
+    if not m:
+        raise ArgError("invalid input format")
+    p.logit_bias.append((int(m.group(1)), float(m.group(2).replace(" ", ""))))
+
+
+def _reverse_prompt(p: Params, v: str):
+    p.antiprompt.append(v)
+
+
+S = ("server",)
+G = ("generate",)
+B = ("bench",)
+GS = ("server", "generate")
+GB = ("generate", "bench")
+
+OPTIONS: list = [
+    Opt(("-h", "--help", "--usage"), "flag", "usage", help="print usage and exit"),
+    Opt(("--version",), "flag", "version", help="show version and build info"),
+    # model
+    Opt(("-m", "--model"), "str", "model", env="LLAMA_ARG_MODEL", help="model path (default: first models/*.gguf)"),
+    Opt(("-a", "--alias"), "custom", env="LLAMA_ARG_ALIAS", fn=_alias, tools=S, help="model name alias(es), comma-separated"),
+    Opt(("--tags",), "custom", env="LLAMA_ARG_TAGS", fn=lambda p, v: setattr(p, "tags", v.split(",")), tools=S),
+    Opt(("-hf", "-hfr", "--hf-repo"), "str", "hf_repo", env="LLAMA_ARG_HF_REPO"),
+    Opt(("-hff", "--hf-file"), "str", "hf_file", env="LLAMA_ARG_HF_FILE"),
+    Opt(("--offline",), "flag", "offline", env="LLAMA_ARG_OFFLINE"),
+    # context
+    Opt(("-c", "--ctx-size"), "int", "n_ctx", env="LLAMA_ARG_CTX_SIZE", help="total context size (0 = from model)"),
+    Opt(("-n", "--predict", "--n-predict"), "int", "n_predict", env="LLAMA_ARG_N_PREDICT", help="tokens to predict (-1 = infinity)"),
+    Opt(("-b", "--batch-size"), "int", "n_batch", env="LLAMA_ARG_BATCH"),
+    Opt(("-ub", "--ubatch-size"), "int", "n_ubatch", env="LLAMA_ARG_UBATCH"),
+    Opt(("--keep",), "int", "n_keep"),
+    Opt(("-np", "--parallel"), "int", "n_parallel", env="LLAMA_ARG_N_PARALLEL", help="number of server slots (-1 = auto: 4)"),
+    Opt(("-kvu", "--kv-unified"), "bool", "kv_unified", env="LLAMA_ARG_KV_UNIFIED", neg=("-no-kvu", "--no-kv-unified")),
+    Opt(("-cb", "--cont-batching"), "bool", "cont_batching", env="LLAMA_ARG_CONT_BATCHING", neg=("-nocb", "--no-cont-batching")),
+    Opt(("--context-shift",), "bool", "context_shift", env="LLAMA_ARG_CONTEXT_SHIFT", neg=("--no-context-shift",)),
+    Opt(("--cache-prompt",), "bool", "cache_prompt", env="LLAMA_ARG_CACHE_PROMPT", neg=("--no-cache-prompt",)),
+    Opt(("--cache-reuse",), "int", "cache_reuse", env="LLAMA_ARG_CACHE_REUSE"),
+    Opt(("-cram", "--cache-ram"), "int", "cache_ram_mib", env="LLAMA_ARG_CACHE_RAM"),
+    Opt(("-ctk", "--cache-type-k"), "custom", env="LLAMA_ARG_CACHE_TYPE_K", fn=_cache_type("cache_type_k")),
+    Opt(("-ctv", "--cache-type-v"), "custom", env="LLAMA_ARG_CACHE_TYPE_V", fn=_cache_type("cache_type_v")),
+    Opt(("--swa-full",), "flag", "swa_full", env="LLAMA_ARG_SWA_FULL"),
+    Opt(("--warmup",), "bool", "warmup", neg=("--no-warmup",)),
+    Opt(("--mlock",), "custom", value=False, fn=_mlock, help="(legacy) lock the model in memory"),
+    Opt(("--no-mmap",), "custom", value=False, fn=_no_mmap, help="(legacy) do not mmap the model"),
+    Opt(("-lm", "--load-mode"), "str", "load_mode", env="LLAMA_ARG_LOAD_MODE"),
+    # threads
+    Opt(("-t", "--threads"), "int", "n_threads", env="LLAMA_ARG_THREADS"),
+    Opt(("-tb", "--threads-batch"), "int", "n_threads_batch"),
+    Opt(("--threads-http",), "int", "n_threads_http", env="LLAMA_ARG_THREADS_HTTP", tools=S),
+    # server
+    Opt(("--host",), "str", "hostname", env="LLAMA_ARG_HOST", tools=S),
+    Opt(("--port",), "int", "port", env="LLAMA_ARG_PORT", tools=S),
+    Opt(("--api-key",), "custom", env="LLAMA_API_KEY", fn=_api_key, tools=S),
+    Opt(("--api-key-file",), "custom", env="LLAMA_ARG_API_KEY_FILE", fn=_api_key_file, tools=S),
+    Opt(("--api-prefix",), "str", "api_prefix", env="LLAMA_ARG_API_PREFIX", tools=S),
+    Opt(("-to", "--timeout"), "int", "timeout", env="LLAMA_ARG_TIMEOUT", tools=S),
+    Opt(("--sse-ping-interval",), "int", "sse_ping_interval", env="LLAMA_ARG_SSE_PING_INTERVAL", tools=S),
+    Opt(("--cors-origins",), "str", "cors_origins", env="LLAMA_ARG_CORS_ORIGINS", tools=S),
+    Opt(("--cors-methods",), "str", "cors_methods", env="LLAMA_ARG_CORS_METHODS", tools=S),
+    Opt(("--cors-headers",), "str", "cors_headers", env="LLAMA_ARG_CORS_HEADERS", tools=S),
+    Opt(("--cors-credentials",), "bool", "cors_credentials", env="LLAMA_ARG_CORS_CREDENTIALS", neg=("--no-cors-credentials",), tools=S),
+    Opt(("--ui", "--webui"), "bool", "webui", env="LLAMA_ARG_UI", neg=("--no-ui", "--no-webui"), tools=S),
+    Opt(("--metrics",), "flag", "endpoint_metrics", env="LLAMA_ARG_ENDPOINT_METRICS", tools=S),
+    Opt(("--slots",), "bool", "endpoint_slots", env="LLAMA_ARG_ENDPOINT_SLOTS", neg=("--no-slots",), tools=S),
+    Opt(("--props",), "flag", "endpoint_props", env="LLAMA_ARG_ENDPOINT_PROPS", tools=S),
+    Opt(("--slot-save-path",), "str", "slot_save_path", tools=S),
+    Opt(("--sleep-idle-seconds",), "int", "sleep_idle_seconds", tools=S),
+    Opt(("--embedding", "--embeddings"), "flag", "embedding", env="LLAMA_ARG_EMBEDDINGS", tools=S),
+    Opt(("--rerank", "--reranking"), "flag", "reranking", env="LLAMA_ARG_RERANKING", tools=S),
+    # chat
+    Opt(("--jinja",), "bool", "use_jinja", env="LLAMA_ARG_JINJA", neg=("--no-jinja",)),
+    Opt(("--chat-template",), "str", "chat_template", env="LLAMA_ARG_CHAT_TEMPLATE"),
+    Opt(("--chat-template-file",), "custom", env="LLAMA_ARG_CHAT_TEMPLATE_FILE", fn=_chat_template_file),
+    Opt(("--chat-template-kwargs",), "str", "chat_template_kwargs", env="LLAMA_ARG_CHAT_TEMPLATE_KWARGS"),
+    Opt(("--reasoning-format",), "str", "reasoning_format", env="LLAMA_ARG_THINK"),
+    Opt(("-rea", "--reasoning"), "str", "reasoning", env="LLAMA_ARG_REASONING"),
+    Opt(("--reasoning-budget",), "int", "reasoning_budget", env="LLAMA_ARG_THINK_BUDGET"),
+    Opt(("--prefill-assistant",), "bool", "prefill_assistant", neg=("--no-prefill-assistant",), tools=S),
+    # prompt
+    Opt(("-p", "--prompt"), "str", "prompt", tools=GB),
+    Opt(("-f", "--file"), "custom", fn=_prompt_file, tools=GB),
+    Opt(("-sys", "--system-prompt"), "str", "system_prompt", tools=G),
+    Opt(("-r", "--reverse-prompt"), "custom", fn=_reverse_prompt, tools=GS),
+    Opt(("-e", "--escape"), "bool", "escape", neg=("--no-escape",)),
+    Opt(("-sp", "--special"), "flag", "special"),
+    Opt(("-cnv", "--conversation"), "custom", value=False, fn=lambda p, v=None: setattr(p, "conversation", "on"), tools=G),
+    Opt(("-no-cnv", "--no-conversation"), "custom", value=False, fn=lambda p, v=None: setattr(p, "conversation", "off"), tools=G),
+    Opt(("-i", "--interactive"), "flag", "interactive", tools=G),
+    Opt(("--no-display-prompt",), "flag", "display_prompt", const=False, tools=G),
+    # sampling
+    Opt(("-s", "--seed"), "int", "seed"),
+    Opt(("--temp", "--temperature"), "custom", env="LLAMA_ARG_TEMPERATURE", fn=_temp),
+    Opt(("--top-k",), "int", "top_k", env="LLAMA_ARG_TOP_K"),
+    Opt(("--top-p",), "float", "top_p", env="LLAMA_ARG_TOP_P"),
+    Opt(("--min-p",), "float", "min_p", env="LLAMA_ARG_MIN_P"),
+    Opt(("--typical", "--typical-p"), "float", "typical_p"),
+    Opt(("--top-nsigma", "--top-n-sigma"), "float", "top_n_sigma"),
+    Opt(("--xtc-probability",), "float", "xtc_probability"),
+    Opt(("--xtc-threshold",), "float", "xtc_threshold"),
+    Opt(("--repeat-last-n",), "int", "repeat_last_n"),
+    Opt(("--repeat-penalty",), "float", "repeat_penalty", env="LLAMA_ARG_REPEAT_PENALTY"),
+    Opt(("--presence-penalty",), "float", "presence_penalty", env="LLAMA_ARG_PRESENCE_PENALTY"),
+    Opt(("--frequency-penalty",), "float", "frequency_penalty", env="LLAMA_ARG_FREQUENCY_PENALTY"),
+    Opt(("--dry-multiplier",), "float", "dry_multiplier"),
+    Opt(("--dry-base",), "float", "dry_base"),
+    Opt(("--dry-allowed-length",), "int", "dry_allowed_length"),
+    Opt(("--dry-penalty-last-n",), "int", "dry_penalty_last_n"),
+    Opt(("--dynatemp-range",), "float", "dynatemp_range"),
+    Opt(("--dynatemp-exp",), "float", "dynatemp_exponent"),
+    Opt(("--mirostat",), "int", "mirostat"),
+    Opt(("--mirostat-lr",), "float", "mirostat_eta"),
+    Opt(("--mirostat-ent",), "float", "mirostat_tau"),
+    Opt(("--min-keep",), "int", "min_keep"),
+    Opt(("--n-probs",), "int", "n_probs"),
+    Opt(("--ignore-eos",), "flag", "ignore_eos"),
+    Opt(("--samplers", "--sampler-seq", "--sampling-seq"), "custom", fn=_samplers),
+    Opt(("-l", "--logit-bias"), "custom", fn=_logit_bias),
+    Opt(("--grammar",), "str", "grammar"),
+    Opt(("-j", "--json-schema"), "str", "json_schema"),
+    # speculative
+    Opt(("--spec-type",), "custom", env="LLAMA_ARG_SPEC_TYPE", fn=_spec_type,
+        help="comma-separated speculative types: " + ",".join(SPEC_TYPES) + " (pyllm supports none, draft-mtp)"),
+    Opt(("--spec-draft-n-max",), "int", "spec_draft_n_max", env="LLAMA_ARG_SPEC_DRAFT_N_MAX"),
+    Opt(("--spec-draft-n-min",), "int", "spec_draft_n_min", env="LLAMA_ARG_SPEC_DRAFT_N_MIN"),
+    Opt(("--spec-draft-p-min", "--draft-p-min"), "float", "spec_draft_p_min", env="LLAMA_ARG_SPEC_DRAFT_P_MIN"),
+    Opt(("--spec-draft-p-split", "--draft-p-split"), "float", "spec_draft_p_split", env="LLAMA_ARG_SPEC_DRAFT_P_SPLIT"),
+    Opt(("--spec-draft-type-k", "-ctkd", "--cache-type-k-draft"), "custom", env="LLAMA_ARG_SPEC_DRAFT_CACHE_TYPE_K", fn=_cache_type("spec_draft_type_k")),
+    Opt(("--spec-draft-type-v", "-ctvd", "--cache-type-v-draft"), "custom", env="LLAMA_ARG_SPEC_DRAFT_CACHE_TYPE_V", fn=_cache_type("spec_draft_type_v")),
+    Opt(("--spec-draft-model", "-md", "--model-draft"), "str", "spec_draft_model", env="LLAMA_ARG_SPEC_DRAFT_MODEL"),
+    Opt(("--spec-draft-backend-sampling",), "bool", "spec_draft_backend_sampling", env="LLAMA_ARG_SPEC_DRAFT_BACKEND_SAMPLING",
+        neg=("--no-spec-draft-backend-sampling",)),
+    Opt(("--spec-synth-len",), "custom", env="LLAMA_ARG_SPEC_SYNTH_LEN", fn=_synth_len, tools=GS + B),
+    Opt(("--spec-synth-rates",), "custom", env="LLAMA_ARG_SPEC_SYNTH_RATES", fn=_synth_rates, tools=GS + B),
+    Opt(("--spec-draft-threads", "-td", "--threads-draft"), "ignore"),
+    Opt(("--spec-draft-threads-batch", "-tbd", "--threads-batch-draft"), "ignore"),
+    Opt(("--spec-draft-cpu-mask", "-Cd", "--cpu-mask-draft"), "ignore"),
+    Opt(("--spec-draft-cpu-range", "-Crd", "--cpu-range-draft"), "ignore"),
+    Opt(("--spec-draft-cpu-strict", "--cpu-strict-draft"), "ignore"),
+    Opt(("--spec-draft-prio", "--prio-draft"), "ignore"),
+    Opt(("--spec-draft-poll", "--poll-draft"), "ignore"),
+    Opt(("--spec-draft-cpu-mask-batch", "-Cbd", "--cpu-mask-batch-draft"), "ignore"),
+    Opt(("--spec-draft-cpu-strict-batch", "--cpu-strict-batch-draft"), "ignore"),
+    Opt(("--spec-draft-prio-batch", "--prio-batch-draft"), "ignore"),
+    Opt(("--spec-draft-poll-batch", "--poll-batch-draft"), "ignore"),
+    Opt(("--spec-draft-hf", "-hfd", "-hfrd", "--hf-repo-draft"), "ignore"),
+    Opt(("--spec-draft-ngl", "-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"), "ignore", env="LLAMA_ARG_N_GPU_LAYERS_DRAFT"),
+    Opt(("--spec-draft-device", "-devd", "--device-draft"), "ignore"),
+    Opt(("--spec-draft-override-tensor", "-otd", "--override-tensor-draft"), "ignore"),
+    Opt(("--spec-draft-cpu-moe", "-cmoed", "--cpu-moe-draft"), "ignore", value=False, env="LLAMA_ARG_SPEC_DRAFT_CPU_MOE"),
+    Opt(("--spec-draft-n-cpu-moe", "--spec-draft-ncmoe", "-ncmoed", "--n-cpu-moe-draft"), "ignore", env="LLAMA_ARG_SPEC_DRAFT_N_CPU_MOE"),
+    Opt(("--spec-ngram-mod-n-min",), "ignore"), Opt(("--spec-ngram-mod-n-max",), "ignore"),
+    Opt(("--spec-ngram-mod-n-match",), "ignore"),
+    Opt(("--spec-ngram-simple-size-n",), "ignore"), Opt(("--spec-ngram-simple-size-m",), "ignore"),
+    Opt(("--spec-ngram-simple-min-hits",), "ignore"),
+    Opt(("--spec-ngram-map-k-size-n",), "ignore"), Opt(("--spec-ngram-map-k-size-m",), "ignore"),
+    Opt(("--spec-ngram-map-k-min-hits",), "ignore"),
+    Opt(("--spec-ngram-map-k4v-size-n",), "ignore"), Opt(("--spec-ngram-map-k4v-size-m",), "ignore"),
+    Opt(("--spec-ngram-map-k4v-min-hits",), "ignore"),
+    Opt(("--spec-default",), "custom", value=False, fn=lambda p, v=None: _spec_type(p, "ngram-mod"), tools=S),
+    # removed
+    Opt(("--draft", "--draft-n", "--draft-max"), "removed", env="LLAMA_ARG_DRAFT_MAX",
+        fn=_removed("use --spec-draft-n-max or --spec-ngram-mod-n-max")),
+    Opt(("--draft-min", "--draft-n-min"), "removed", env="LLAMA_ARG_DRAFT_MIN",
+        fn=_removed("use --spec-draft-n-min or --spec-ngram-mod-n-min")),
+    Opt(("--spec-ngram-size-n",), "removed", fn=_removed("use the respective --spec-ngram-*-size-n")),
+    Opt(("--spec-ngram-size-m",), "removed", fn=_removed("use the respective --spec-ngram-*-size-m")),
+    Opt(("--spec-ngram-min-hits",), "removed", fn=_removed("use the respective --spec-ngram-*-min-hits")),
+    # GPU / device (accepted, no-ops on CPU)
+    Opt(("-ngl", "--gpu-layers", "--n-gpu-layers"), "custom", env="LLAMA_ARG_N_GPU_LAYERS", fn=_ngl),
+    Opt(("-fa", "--flash-attn"), "custom", env="LLAMA_ARG_FLASH_ATTN", fn=_fa),
+    Opt(("-fit", "--fit"), "ignore", env="LLAMA_ARG_FIT"),
+    Opt(("-fitt", "--fit-target"), "ignore", env="LLAMA_ARG_FIT_TARGET"),
+    Opt(("-fitc", "--fit-ctx"), "ignore", env="LLAMA_ARG_FIT_CTX"),
+    Opt(("-dev", "--device"), "ignore", env="LLAMA_ARG_DEVICE"),
+    Opt(("--list-devices",), "ignore", value=False),
+    Opt(("-sm", "--split-mode"), "ignore", env="LLAMA_ARG_SPLIT_MODE"),
+    Opt(("-mg", "--main-gpu"), "ignore", env="LLAMA_ARG_MAIN_GPU"),
+    Opt(("-ts", "--tensor-split"), "ignore", env="LLAMA_ARG_TENSOR_SPLIT"),
+    Opt(("-ot", "--override-tensor"), "ignore", env="LLAMA_ARG_OVERRIDE_TENSOR"),
+    Opt(("-cmoe", "--cpu-moe"), "ignore", value=False, env="LLAMA_ARG_CPU_MOE"),
+    Opt(("-ncmoe", "--n-cpu-moe"), "ignore", env="LLAMA_ARG_N_CPU_MOE"),
+    Opt(("-kvo", "--kv-offload"), "ignore", value=False, neg=("-nkvo", "--no-kv-offload"), env="LLAMA_ARG_KV_OFFLOAD"),
+    Opt(("--op-offload",), "ignore", value=False, neg=("--no-op-offload",)),
+    Opt(("--repack",), "ignore", value=False, neg=("-nr", "--no-repack"), env="LLAMA_ARG_REPACK"),
+    Opt(("--no-host",), "ignore", value=False, env="LLAMA_ARG_NO_HOST"),
+    Opt(("-bs", "--backend-sampling"), "ignore", value=False, env="LLAMA_ARG_BACKEND_SAMPLING"),
+    Opt(("--numa",), "ignore", env="LLAMA_ARG_NUMA"),
+    Opt(("-C", "--cpu-mask"), "ignore"), Opt(("-Cr", "--cpu-range"), "ignore"),
+    Opt(("--cpu-strict",), "ignore"), Opt(("--prio",), "ignore"), Opt(("--poll",), "ignore"),
+    Opt(("-Cb", "--cpu-mask-batch"), "ignore"), Opt(("-Crb", "--cpu-range-batch"), "ignore"),
+    Opt(("--cpu-strict-batch",), "ignore"), Opt(("--prio-batch",), "ignore"), Opt(("--poll-batch",), "ignore"),
+    Opt(("-dt", "--defrag-thold"), "ignore", env="LLAMA_ARG_DEFRAG_THOLD"),
+    Opt(("--perf",), "ignore", value=False, neg=("--no-perf",), env="LLAMA_ARG_PERF"),
+    Opt(("--check-tensors",), "ignore", value=False),
+    Opt(("-sps", "--slot-prompt-similarity"), "ignore", tools=S),
+    Opt(("--no-mmproj", "--no-mmproj-auto"), "ignore", value=False, tools=S),
+    Opt(("-ctxcp", "--ctx-checkpoints", "--swa-checkpoints"), "ignore", env="LLAMA_ARG_CTX_CHECKPOINTS"),
+    Opt(("--cache-idle-slots",), "ignore", value=False, neg=("--no-cache-idle-slots",), tools=S),
+    Opt(("--skip-chat-parsing",), "ignore", value=False, neg=("--no-skip-chat-parsing",)),
+    # logging
+    Opt(("-lv", "--verbosity", "--log-verbosity"), "int", "verbosity", env="LLAMA_ARG_LOG_VERBOSITY"),
+    Opt(("-v", "--verbose", "--log-verbose"), "custom", value=False, fn=_verbose),
+    Opt(("--log-disable",), "flag", "log_disable"),
+    Opt(("--log-file",), "str", "log_file", env="LLAMA_ARG_LOG_FILE"),
+    Opt(("--log-colors",), "ignore", env="LLAMA_ARG_LOG_COLORS"),
+    Opt(("--log-prefix",), "ignore", value=False, neg=("--no-log-prefix",), env="LLAMA_ARG_LOG_PREFIX"),
+    Opt(("--log-timestamps",), "ignore", value=False, neg=("--no-log-timestamps",), env="LLAMA_ARG_LOG_TIMESTAMPS"),
+    # bench
+    Opt(("-r", "--repetitions"), "int", "n_repetitions", tools=B),
+    Opt(("-ng", "--n-gen"), "custom", fn=_n_gen_bench, tools=B),
+]
+
+_GPU_NOTE_FLAGS = {"--flash-attn", "--n-gpu-layers"}
+
+
+def _build_index(tool: str) -> dict:
+    idx = {}
+    for opt in OPTIONS:
+        if opt.tools is not None and tool not in opt.tools:
+            continue
+        for n in opt.names:
+            idx.setdefault(n, (opt, True))
+        for n in opt.neg:
+            idx.setdefault(n, (opt, False))
+    return idx
+
+
+def _apply(p: Params, opt: Opt, positive: bool, val: Optional[str], name: str):
+    k = opt.kind
+    if k == "flag":
+        setattr(p, opt.dest, opt.const)
+    elif k == "bool":
+        setattr(p, opt.dest, positive)
+    elif k == "int":
+        try:
+            setattr(p, opt.dest, _stoi(val))
+        except ValueError:
+            raise ArgError("stoi")
+    elif k == "float":
+        try:
+            setattr(p, opt.dest, _stof(val))
+        except ValueError:
+            raise ArgError("stof")
+    elif k == "str":
+        setattr(p, opt.dest, val)
+    elif k in ("custom", "removed"):
+        if opt.value:
+            opt.fn(p, val)
+        else:
+            opt.fn(p)
+    elif k == "ignore":
+        long = next((n for n in opt.names if n.startswith("--")), opt.names[0])
+        if long not in p.ignored:
+            p.ignored.append(long)
+
+
+def _takes_value(opt: Opt) -> bool:
+    if opt.kind in ("flag", "bool"):
+        return False
+    if opt.kind in ("custom", "ignore", "removed"):
+        return opt.value
+    return True
+
+
+def parse_args(argv: list, tool: str = "server", env: Optional[dict] = None) -> Params:
+    """Parse llama.cpp-style flags (argv excludes the program name). Raises ArgError."""
+    if tool not in TOOLS:
+        raise ValueError(f"unknown tool {tool!r}")
+    env = os.environ if env is None else env
+    p = Params()
+    if tool == "server":
+        p.use_jinja = True
+    idx = _build_index(tool)
+    seen_opts = set()
+
+    # 1. environment
+    env_set = set()
+    for opt in OPTIONS:
+        if opt.env is None or (opt.tools is not None and tool not in opt.tools):
+            continue
+        if opt.env not in env:
+            continue
+        value = env[opt.env]
+        if id(opt) in seen_opts:
+            continue
+        seen_opts.add(id(opt))
+        try:
+            if not _takes_value(opt):
+                if _truthy(value):
+                    _apply(p, opt, True, None, opt.names[0])
+                elif _falsey(value) and opt.kind == "bool":
+                    _apply(p, opt, False, None, opt.names[0])
+            else:
+                _apply(p, opt, True, value, opt.names[0])
+        except ArgError as e:
+            raise ArgError(f'error while handling environment variable "{opt.env}": {e}\n\n')
+        env_set.add(id(opt))
+
+    # 2. command line
+    seen = set()
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg.startswith("--"):
+            arg = arg.replace("_", "-")
+        if arg not in idx:
+            raise ArgError(f"error: invalid argument: {arg}")
+        opt, positive = idx[arg]
+        if arg in seen and arg != "--spec-type":
+            _warn(f"DEPRECATED: argument '{arg}' specified multiple times, use comma-separated values instead "
+                  f"(only last value will be used)")
+        seen.add(arg)
+        if id(opt) in env_set:
+            print(f"warn: {opt.env} environment variable is set, but will be overwritten by command line "
+                  f"argument {arg}", file=sys.stderr)
+            if opt.dest == "spec_types" or opt.fn is _spec_type:
+                p.spec_types = ["none"]
+            if opt.fn is _api_key:
+                p.api_keys = []
+            env_set.discard(id(opt))
+        val = None
+        if _takes_value(opt):
+            if i + 1 >= len(argv):
+                raise ArgError(f'error while handling argument "{arg}": expected value for argument\n\n'
+                               f"usage:\n{_opt_usage(opt)}\n\nto show complete usage, run with -h")
+            val = argv[i + 1]
+            i += 1
+        try:
+            _apply(p, opt, positive, val, arg)
+        except ArgError as e:
+            raise ArgError(f'error while handling argument "{arg}": {e}\n\n'
+                           f"usage:\n{_opt_usage(opt)}\n\nto show complete usage, run with -h")
+        i += 1
+
+    if p.usage or p.version:
+        return p
+    _postprocess(p, tool)
+    return p
+
+
+def _postprocess(p: Params, tool: str):
+    # spec list semantics: a list containing none anywhere after the default => {none}
+    if "none" in p.spec_types[1:]:
+        p.spec_types = ["none"]
+    if p.spec_draft_n_max < 0:
+        raise ArgError("error: --spec-draft-n-max must be >= 0")
+    # synthetic acceptance (benchmark): validated as common_speculative_synth_rates_resolve does
+    if p.spec_synth_len != -1.0 and p.spec_synth_rates:
+        raise ArgError("synthetic acceptance length and rates are mutually exclusive")
+    for r in p.spec_synth_rates:
+        if not math.isfinite(r) or r < 0.0 or r > 1.0:
+            raise ArgError("synthetic acceptance rates must be finite and within [0, 1]")
+    for a, b in zip(p.spec_synth_rates, p.spec_synth_rates[1:]):
+        if b > a:
+            raise ArgError("synthetic acceptance rates must be monotonically non-increasing")
+    if p.spec_synth_len != -1.0:
+        lmax = p.spec_draft_n_max + 1.0
+        if not math.isfinite(p.spec_synth_len) or p.spec_synth_len < 1.0 or p.spec_synth_len > lmax:
+            raise ArgError(f"synthetic acceptance length must be finite and within [1, {lmax:.0f}]")
+    if p.spec_synth_rates and len(p.spec_synth_rates) != p.spec_draft_n_max:
+        raise ArgError(f"synthetic acceptance rates must contain {p.spec_draft_n_max} values, "
+                       f"got {len(p.spec_synth_rates)}")
+    if p.n_parallel == 0:
+        raise ArgError("error: invalid value for --parallel: 0")
+    if tool == "server" and p.n_parallel < 0:
+        p.n_parallel = 4
+        p.kv_unified = True
+    elif p.n_parallel < 0:
+        p.n_parallel = 1
+
+
+def check_supported(p: Params):
+    """Startup check shared by server and CLI: raise ArgError for features pyllm does not implement."""
+    for t in p.spec_types:
+        if t not in SUPPORTED_SPEC_TYPES:
+            raise ArgError(f"error: speculative type {t} is not supported by pyllm "
+                           f"(supported: {', '.join(SUPPORTED_SPEC_TYPES)})")
+    if p.spec_draft_model:
+        raise ArgError("error: separate draft models (--spec-draft-model) are not supported by pyllm; "
+                       "use --spec-type draft-mtp")
+
+
+def noop_notice(p: Params) -> Optional[str]:
+    if not p.ignored:
+        return None
+    names = ", ".join(dict.fromkeys(p.ignored))
+    return f"pyllm runs on CPU: ignoring GPU/device/tuning options: {names}"
+
+
+def default_model() -> Optional[str]:
+    import pyllm
+    d = Path(pyllm.__file__).resolve().parents[1] / "models"
+    if d.is_dir():
+        ggufs = sorted(d.glob("*.gguf"))
+        if ggufs:
+            return str(ggufs[0])
+    envp = os.environ.get("PYLLM_DEFAULT_MODEL")
+    if envp:
+        return envp
+    return None
+
+
+def resolve_model(p: Params) -> str:
+    if p.model:
+        return p.model
+    m = default_model()
+    if not m:
+        raise ArgError("error: no model given (-m FNAME) and no default model found: put a .gguf file in "
+                       "the models/ folder of the pyllm checkout or set PYLLM_DEFAULT_MODEL")
+    p.model = m
+    return m
+
+
+def _opt_usage(opt: Opt) -> str:
+    names = ", ".join(opt.names + opt.neg)
+    v = " VALUE" if _takes_value(opt) else ""
+    env = f"\n(env: {opt.env})" if opt.env else ""
+    return f"{names}{v}    {opt.help}{env}"
+
+
+def usage(tool: str) -> str:
+    lines = [f"usage: pyllm{'-' + tool if tool != 'generate' else ''} [options]", ""]
+    for opt in OPTIONS:
+        if opt.tools is not None and tool not in opt.tools:
+            continue
+        if opt.kind == "removed":
+            continue
+        names = ", ".join(opt.names + opt.neg)
+        v = " N" if opt.kind in ("int", "float") else (" VALUE" if _takes_value(opt) else "")
+        h = opt.help or ("(no-op on CPU)" if opt.kind == "ignore" else "")
+        env = f" (env: {opt.env})" if opt.env else ""
+        lines.append(f"{names + v:<52} {h}{env}")
+    return "\n".join(lines) + "\n"
+
+
+def _warn(msg: str):
+    print(msg, file=sys.stderr)
+
+
+def main_parse(argv: list, tool: str) -> Params:
+    """Entry-point helper: parse or print the llama.cpp-style error and exit 1 (usage: exit 0)."""
+    try:
+        p = parse_args(argv, tool)
+    except ArgError as e:
+        print(str(e).rstrip("\n"), file=sys.stderr)
+        sys.exit(1)
+    if p.usage:
+        sys.stdout.write(usage(tool))
+        sys.exit(0)
+    if p.version:
+        from pyllm import __version__
+        print(f"version: {__version__} (pyllm)", file=sys.stderr)
+        sys.exit(0)
+    return p

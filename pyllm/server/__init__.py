@@ -1,0 +1,1 @@
+"""pyllm-server: llama-server's HTTP API on top of pyllm.engine."""

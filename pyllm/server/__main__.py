@@ -1,0 +1,90 @@
+"""pyllm-server: a drop-in for llama-server (same flags, same HTTP API)."""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    from ..args import ArgError, check_supported, main_parse, noop_notice, resolve_model
+    from ..engine import configure_log, log
+
+    params = main_parse(argv, "server")
+    configure_log(disable=params.log_disable, verbosity=params.verbosity)
+    try:
+        check_supported(params)
+        resolve_model(params)
+    except ArgError as e:
+        print(str(e).rstrip("\n"), file=sys.stderr)
+        return 1
+    note = noop_notice(params)
+    if note:
+        log(note, "cmn", "", "W")
+
+    import uvicorn
+    from .app import create_app
+
+    log("initializing ...", "srv", "llama_server")
+    log(f"verbosity = {params.verbosity} (adjust with the `-lv N` CLI arg)", "cmn", "common_param")
+    if not params.api_keys and params.cors_origins == "*":
+        log("security: no API key is set and CORS allows all origins", "srv", "llama_server", "W")
+    asgi, state = create_app(params)
+    host = params.hostname
+    config = uvicorn.Config(asgi, host=host, port=params.port, log_level="warning", access_log=False,
+                            server_header=False, date_header=True, timeout_keep_alive=max(5, min(params.timeout, 3600)),
+                            lifespan="off")
+    server = uvicorn.Server(config)
+    rc = {"code": 0}
+
+    def loader():
+        log(f"loading model '{params.model}'", "srv", "load_model")
+        try:
+            state.load()
+        except Exception as e:  # GGUFError / ValueError from the core
+            log(f"failed to load model '{params.model}': {e}", "srv", "load_model", "E")
+            log("exiting due to model loading error", "srv", "llama_server", "E")
+            rc["code"] = 1
+            server.should_exit = True
+            return
+        eng = state.engine
+        log(f"initializing, n_slots = {eng.n_slots}, n_ctx_slot = {eng.n_ctx_slot}, "
+            f"kv_unified = '{'true' if params.kv_unified else 'false'}'", "srv", "load_model")
+        if eng.spec != "none":
+            log(f"speculative decoding: type = {eng.spec}, n_max = {params.spec_draft_n_max}, "
+                f"n_min = {params.spec_draft_n_min}, p_min = {params.spec_draft_p_min:.2f}", "srv", "load_model")
+        log("model loaded", "srv", "llama_server")
+        while not server.started and not server.should_exit:
+            threading.Event().wait(0.01)
+        port = params.port
+        try:
+            port = server.servers[0].sockets[0].getsockname()[1]
+        except Exception:
+            pass
+        log(f"listening on http://{host}:{port}", "srv", "llama_server")
+        log(f"server is listening on http://{host}:{port} - starting the main loop", "srv", "main")
+        if port == 8080:
+            log("notice: server default port will be changed to :9931 in a future release "
+                "(ref: https://github.com/ggml-org/llama.cpp/pull/26508)", "srv", "llama_server", "W")
+
+    th = threading.Thread(target=loader, name="pyllm-loader", daemon=True)
+    th.start()
+    try:
+        server.run()
+    except SystemExit as e:
+        if e.code:
+            log("couldn't bind HTTP server socket", "srv", "llama_server", "E")
+            return 1
+    finally:
+        if state.engine is not None:
+            state.engine.close()
+    if not server.started and rc["code"] == 0:
+        log("couldn't bind HTTP server socket", "srv", "llama_server", "E")
+        return 1
+    log("cleaning up before exit...", "srv", "operator()")
+    return rc["code"]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
