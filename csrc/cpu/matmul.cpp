@@ -7,12 +7,12 @@ namespace pyllm {
 
 void quantize_acts(ThreadPool& tp, const float* X, int64_t ldx, int B, int64_t K, ggml_type vdt, QuantActs& out) {
   const auto& tr = get_type_traits(vdt);
-  if (!tr.from_float) throw std::runtime_error(std::string("no activation quantizer for ") + tr.name);
+  if (!tr.from_float_act) throw std::runtime_error(std::string("no activation quantizer for ") + tr.name);
   out.type = vdt; out.K = K; out.B = B;
   out.row_bytes = row_size(vdt, K);
   out.buf.resize((size_t)B * out.row_bytes);
   auto body = [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; b++) tr.from_float(X + b * ldx, out.buf.data() + b * out.row_bytes, K);
+    for (int64_t b = b0; b < b1; b++) tr.from_float_act(X + b * ldx, out.buf.data() + b * out.row_bytes, K);
   };
   if (B * K >= 16384) tp.parallel_for(B, body); else body(0, B);
 }

@@ -12,7 +12,13 @@ void moe_ffn(ThreadPool& tp, const MoEWeights& w, const float* x, int n, int64_t
   const int NE = w.n_expert, K = w.n_used;
   const int64_t F = w.n_ff;
   // routing: softmax over all experts, top-k, renormalise
-  thread_local std::vector<float> logits, slot_out, hbuf;
+  // thread_local storage, but only touched through these references: lambdas that run on the
+  // pool's workers would otherwise see the workers' own (empty) instances
+  thread_local std::vector<float> logits_tl, slot_out_tl, hbuf_tl, dbuf_tl;
+  thread_local QuantActs qx_tl, qh_tl;
+  std::vector<float>& logits = logits_tl; std::vector<float>& slot_out = slot_out_tl;
+  std::vector<float>& hbuf = hbuf_tl; std::vector<float>& dbuf = dbuf_tl;
+  QuantActs& qx = qx_tl; QuantActs& qh = qh_tl;
   logits.resize((size_t)n * NE);
   matmul(tp, w.gate_inp, x, E, n, logits.data(), NE);
   std::vector<int> sel((size_t)n * K);
@@ -36,7 +42,6 @@ void moe_ffn(ThreadPool& tp, const MoEWeights& w, const float* x, int n, int64_t
   const Weight& wg0 = fused ? w.gate_up_exps : w.gate_exps;
   const ggml_type vdt_in = get_type_traits(wg0.type).vec_dot_type;
   const ggml_type vdt_dn = get_type_traits(w.down_exps.type).vec_dot_type;
-  thread_local QuantActs qx, qh;
   quantize_acts(tp, x, E, n, E, vdt_in, qx);
   slot_out.resize((size_t)n * K * E);  // [n*K][E]: per (row, slot) expert output
 
@@ -61,7 +66,6 @@ void moe_ffn(ThreadPool& tp, const MoEWeights& w, const float* x, int n, int64_t
     const Weight wd = w.down_exps.expert(e);
     std::vector<int> ident(m);
     std::iota(ident.begin(), ident.end(), 0);
-    thread_local std::vector<float> dbuf;
     dbuf.resize((size_t)m * E);
     auto down = [&](int64_t r0, int64_t r1) { matmul_q_st(wd, qh, ident.data(), m, dbuf.data(), E, r0, r1); };
     if ((int64_t)m * F * E >= 65536) tp.parallel_for(E, down, 16); else down(0, E);

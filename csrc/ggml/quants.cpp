@@ -328,6 +328,34 @@ void quantize_row_q8_1(const float* x, void* vy, int64_t n) {
   }
 }
 
+void quantize_row_q8_0_act(const float* x, void* vy, int64_t n) {
+  block_q8_0* y = (block_q8_0*)vy;
+  for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {
+    float amax = 0;
+    for (int j = 0; j < QK8_0; j++) amax = std::max(amax, std::fabs(x[j]));
+    y[i].d = f2h(amax / 127.f);
+    const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+    for (int j = 0; j < QK8_0; j++) y[i].qs[j] = (int8_t)std::nearbyint(x[j] * id);
+  }
+}
+
+void quantize_row_q8_1_act(const float* x, void* vy, int64_t n) {
+  block_q8_1* y = (block_q8_1*)vy;
+  for (int64_t i = 0; i < n / QK8_1; i++, x += QK8_1) {
+    float amax = 0;
+    for (int j = 0; j < QK8_1; j++) amax = std::max(amax, std::fabs(x[j]));
+    const float d = amax / 127.f;
+    y[i].d = f2h(d);
+    const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+    int sum = 0;
+    for (int j = 0; j < QK8_1; j++) {
+      y[i].qs[j] = (int8_t)std::nearbyint(x[j] * id);
+      sum += y[i].qs[j];
+    }
+    y[i].s = f2h((float)sum * d);
+  }
+}
+
 // ---------------------------------------------------------------- quantize: K-quants
 
 // Symmetric levels in [-nmax, nmax-1] for n values, searching 19 scales around -nmax/max and keeping

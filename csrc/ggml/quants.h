@@ -95,6 +95,8 @@ void quantize_row_q5_0(const float* x, void* y, int64_t n);
 void quantize_row_q5_1(const float* x, void* y, int64_t n);
 void quantize_row_q8_0(const float* x, void* y, int64_t n);
 void quantize_row_q8_1(const float* x, void* y, int64_t n);
+void quantize_row_q8_0_act(const float* x, void* y, int64_t n);  // upstream x86 activation rounding
+void quantize_row_q8_1_act(const float* x, void* y, int64_t n);
 void quantize_row_q2_K(const float* x, void* y, int64_t n);
 void quantize_row_q3_K(const float* x, void* y, int64_t n);
 void quantize_row_q4_K(const float* x, void* y, int64_t n);

@@ -90,6 +90,9 @@ static void init_table() {
   set(GGML_TYPE_Q8_K, dequantize_row_q8_K, quantize_row_q8_K, nullptr, GGML_TYPE_Q8_K);
   set(GGML_TYPE_IQ4_NL, dequantize_row_iq4_nl, quantize_row_iq4_nl, vec_dot_iq4_nl_q8_0, GGML_TYPE_Q8_0);
   set(GGML_TYPE_IQ4_XS, dequantize_row_iq4_xs, quantize_row_iq4_xs, vec_dot_iq4_xs_q8_K, GGML_TYPE_Q8_K);
+  for (auto& t : table) t.from_float_act = t.from_float;
+  table[GGML_TYPE_Q8_0].from_float_act = quantize_row_q8_0_act;
+  table[GGML_TYPE_Q8_1].from_float_act = quantize_row_q8_1_act;
   std::memcpy(scalar_table, table, sizeof table);
 }
 

@@ -37,7 +37,10 @@ struct type_traits {
   vec_dot_fn vec_dot;     // weight row . activation row
   ggml_type vec_dot_type; // what activations are quantized to for this weight type
   bool compute;           // true when to_float and vec_dot exist: loadable as a weight
-  vec_dot_4_fn vec_dot_4; // optional (nullptr = use vec_dot 4 times)
+  vec_dot_4_fn vec_dot_4;
+  // activation quantizer used by matmul: upstream's x86 path for Q8_0/Q8_1 (scale by 127/max,
+  // round half to even), which differs from the reference quantizer in the last bit of some values
+  from_float_fn from_float_act; // optional (nullptr = use vec_dot 4 times)
 };
 
 // THE table (csrc/ggml/traits.cpp). Index by id; ids outside [0, GGML_TYPE_COUNT) are invalid.
