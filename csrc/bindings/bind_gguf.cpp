@@ -10,7 +10,7 @@
 
 namespace pyllm {
 
-static nb::object value_to_py(const GGUFValue& v) {
+nb::object value_to_py(const GGUFValue& v) {
   switch (v.type) {
     case GGUF_TYPE_STRING: return nb::str(v.str.data(), v.str.size());
     case GGUF_TYPE_BOOL: return nb::bool_(v.b);

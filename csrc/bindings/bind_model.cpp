@@ -8,6 +8,7 @@
 #include "engine/context.h"
 #include "model/model.h"
 #include "sampling/sampler.h"
+#include "tokenizer/tokenizer.h"
 
 namespace pyllm {
 
@@ -60,7 +61,41 @@ void bind_model(nb::module_& m) {
       .def_prop_ro("size_bytes", [](const PyModel& p) { return p.m->size_bytes; })
       .def_prop_ro("n_params", [](const PyModel& p) { return p.m->n_params; })
       .def_prop_ro("eog_ids", [](const PyModel& p) { return p.m->eog_ids; })
-      .def("is_eog", [](const PyModel& p, int32_t id) { return p.m->is_eog(id); });
+      .def("is_eog", [](const PyModel& p, int32_t id) { return p.m->is_eog(id); })
+      .def_prop_ro("tokenizer", [](const PyModel& p) -> const Tokenizer& { return *p.m->tokenizer(); }, nb::rv_policy::reference_internal)
+      .def("tokenize", [](const PyModel& p, const std::string& text, bool add_special, bool parse_special) {
+        nb::gil_scoped_release rel;
+        return p.m->tokenizer()->tokenize(text, add_special, parse_special);
+      }, nb::arg("text"), nb::arg("add_special") = true, nb::arg("parse_special") = false)
+      .def("token_to_piece", [](const PyModel& p, int32_t id, bool special) {
+        if (id < 0 || id >= p.m->tokenizer()->n_vocab()) throw nb::index_error("token id out of range");
+        std::string s = p.m->tokenizer()->token_to_piece(id, special);
+        return nb::bytes(s.data(), s.size());
+      }, nb::arg("id"), nb::arg("special") = true)
+      .def("detokenize", [](const PyModel& p, const std::vector<int32_t>& ids, bool special) {
+        std::string s;
+        {
+          nb::gil_scoped_release rel;
+          s = p.m->tokenizer()->detokenize(ids, special);
+        }
+        return nb::str(PyUnicode_DecodeUTF8(s.data(), (Py_ssize_t)s.size(), "replace"), nb::detail::steal_t{});
+      }, nb::arg("ids"), nb::arg("special") = false)
+      .def_prop_ro("bos", [](const PyModel& p) { return p.m->tokenizer()->bos(); })
+      .def_prop_ro("eos", [](const PyModel& p) { return p.m->tokenizer()->eos(); })
+      .def_prop_ro("eot", [](const PyModel& p) { return p.m->tokenizer()->eot(); })
+      .def_prop_ro("add_bos", [](const PyModel& p) { return p.m->tokenizer()->add_bos(); })
+      .def_prop_ro("vocab_type", [](const PyModel& p) { return p.m->tokenizer()->model_name() == "llama" ? 1 : 2; })
+      .def_prop_ro("ftype", [](const PyModel& p) { return p.m->ftype_name(); })
+      .def("metadata", [](const PyModel& p) {
+        nb::dict d;
+        for (auto& k : p.m->gguf().keys()) d[nb::str(k.c_str())] = value_to_py(*p.m->gguf().find(k));
+        return d;
+      })
+      .def_prop_ro("chat_template", [](const PyModel& p) -> nb::object {
+        const GGUFValue* v = p.m->gguf().find("tokenizer.chat_template");
+        if (!v || v->type != GGUF_TYPE_STRING) return nb::none();
+        return nb::str(v->str.data(), v->str.size());
+      });
 
   nb::class_<Context>(m, "Context")
       .def("__init__", [](Context* self, PyModel& model, int n_ctx, int n_seq, int n_batch, int n_ubatch, int n_threads,

@@ -1,5 +1,7 @@
 #include "model/model.h"
 
+#include "tokenizer/tokenizer.h"
+
 #include <algorithm>
 #include <sstream>
 
@@ -39,10 +41,18 @@ void Model::init_common(std::unique_ptr<GGUFFile> file) {
   if (!te) throw ModelError("GGUF file '" + file_->path() + "': missing tensor 'token_embd.weight'");
   n_vocab = te->ne[1];
   desc = arch_ + " " + file_->get_str("general.size_label", "?");
-  for (const char* k : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
-    int64_t id = file_->get_int(k, -1);
-    if (id >= 0 && std::find(eog_ids.begin(), eog_ids.end(), id) == eog_ids.end()) eog_ids.push_back((int32_t)id);
-  }
+  tok_ = std::shared_ptr<Tokenizer>(Tokenizer::from_gguf(*file_));
+  for (int32_t id : tok_->eog_ids()) eog_ids.push_back(id);
+}
+
+std::string Model::ftype_name() const {
+  static const std::map<int64_t, const char*> names = {
+      {0, "all F32"}, {1, "F16"}, {2, "Q4_0"}, {3, "Q4_1"}, {7, "Q8_0"}, {8, "Q5_0"}, {9, "Q5_1"}, {10, "Q2_K - Medium"},
+      {11, "Q3_K - Small"}, {12, "Q3_K - Medium"}, {13, "Q3_K - Large"}, {14, "Q4_K - Small"}, {15, "Q4_K - Medium"},
+      {16, "Q5_K - Small"}, {17, "Q5_K - Medium"}, {18, "Q6_K"}, {25, "IQ4_NL - 4.5 bpw"}, {30, "IQ4_XS - 4.25 bpw"},
+      {32, "BF16"}};
+  auto it = names.find(file_->get_int("general.file_type", -1));
+  return it == names.end() ? "unknown, may not work" : it->second;
 }
 
 bool Model::is_eog(int32_t id) const { return std::find(eog_ids.begin(), eog_ids.end(), id) != eog_ids.end(); }

@@ -52,6 +52,7 @@ class Model {
   virtual bool has_mtp() const { return false; }          // MTP layer loaded
   virtual bool file_has_mtp() const { return false; }     // the file carries one (blk.L.nextn.*)
   bool is_eog(int32_t id) const;
+  std::string ftype_name() const;  // llama_ftype_name of general.file_type, e.g. "Q8_0"
   std::vector<int32_t> eog_ids;
   virtual std::unique_ptr<Memory> create_mtp_memory(int n_seq, int n_ctx_seq) const { (void)n_seq; (void)n_ctx_seq; return nullptr; }
   virtual void forward_mtp(ThreadPool& tp, Memory& mem, const ForwardIn& in) const { (void)tp; (void)mem; (void)in; }
