@@ -29,7 +29,7 @@ void gated_delta_net(ThreadPool& tp, Memory& mem, int il, int seq, bool snap, in
         float acc = 0;
         for (int k = 0; k < W; k++) acc += w[k] * cin[k];
         acc += w[W] * x;
-        y[(int64_t)i * conv_dim + c] = silu(acc);
+        y[(int64_t)i * conv_dim + c] = acc;
         // shift the window (works in place: cout may equal cin)
         for (int k = 0; k + 1 < W; k++) cout[k] = cin[k + 1];
         if (W > 0) cout[W - 1] = x;
@@ -37,6 +37,7 @@ void gated_delta_net(ThreadPool& tp, Memory& mem, int il, int seq, bool snap, in
     }
   };
   if ((int64_t)n * conv_dim >= 8192) tp.parallel_for(conv_dim, conv_body, 64); else conv_body(0, conv_dim);
+  silu_inplace(y, (int64_t)n * conv_dim);
 
   // 2. per value head: L2-normalised q/k (tiled key head h % H_k), decay, delta rule, output
   const float qscale = 1.0f / std::sqrt((float)p.dk);
@@ -73,8 +74,8 @@ void gated_delta_net(ThreadPool& tp, Memory& mem, int il, int seq, bool snap, in
         // gated RMSNorm: RMS(o, norm) * SiLU(z)
         float* dst = out + (int64_t)i * value_dim + h * p.dv;
         rms_norm(o.data(), p.norm_w, dst, p.dv, p.eps);
-        const float* zr = z + (int64_t)i * value_dim + h * p.dv;
-        for (int c = 0; c < p.dv; c++) dst[c] *= silu(zr[c]);
+        const float* zr = z + (int64_t)i * value_dim + h * p.dv;  // already SiLU(z)
+        for (int c = 0; c < p.dv; c++) dst[c] *= zr[c];
       }
     }
   };

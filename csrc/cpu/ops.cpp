@@ -5,6 +5,38 @@
 
 namespace pyllm {
 
+#if defined(PYLLM_X86)
+namespace x86_avx512 {
+void silu_mul(float* g, const float* u, int64_t n);
+void silu_inplace(float* x, int64_t n);
+double exp_sub_sum(float* x, int64_t n, float mx);
+}  // namespace x86_avx512
+static const bool kAvx512 = __builtin_cpu_supports("avx512f");
+#endif
+
+void silu_mul(float* g, const float* u, int64_t n) {
+#if defined(PYLLM_X86)
+  if (kAvx512) { x86_avx512::silu_mul(g, u, n); return; }
+#endif
+  for (int64_t i = 0; i < n; i++) g[i] = silu(g[i]) * u[i];
+}
+
+void silu_inplace(float* x, int64_t n) {
+#if defined(PYLLM_X86)
+  if (kAvx512) { x86_avx512::silu_inplace(x, n); return; }
+#endif
+  for (int64_t i = 0; i < n; i++) x[i] = silu(x[i]);
+}
+
+double exp_sub_sum(float* x, int64_t n, float mx) {
+#if defined(PYLLM_X86)
+  if (kAvx512) return x86_avx512::exp_sub_sum(x, n, mx);
+#endif
+  double sum = 0;
+  for (int64_t i = 0; i < n; i++) { x[i] = std::exp(x[i] - mx); sum += x[i]; }
+  return sum;
+}
+
 void rms_norm(const float* x, const float* w, float* y, int n, float eps) {
   double sum = 0;  // ggml accumulates the sum of squares in double (ggml_float)
   for (int i = 0; i < n; i++) sum += (double)x[i] * x[i];
@@ -51,8 +83,7 @@ void rope_norm(float* x, int n_rot, const float* cs, const float* sn) {
 void softmax_inplace(float* x, int n) {
   float mx = -INFINITY;
   for (int i = 0; i < n; i++) mx = std::max(mx, x[i]);
-  double sum = 0;
-  for (int i = 0; i < n; i++) { x[i] = std::exp(x[i] - mx); sum += x[i]; }
+  const double sum = exp_sub_sum(x, n, mx);
   const float inv = (float)(1.0 / sum);
   for (int i = 0; i < n; i++) x[i] *= inv;
 }

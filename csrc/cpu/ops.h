@@ -28,6 +28,11 @@ static inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 static inline float softplus(float x) { return x > 20.f ? x : std::log1p(std::exp(x)); }
 float gelu(float x);  // tanh approximation, as ggml_gelu
 
+// Array forms (AVX-512 when available): g = silu(g) * u ; x = silu(x) ; x = exp(x - mx) returning the sum
+void silu_mul(float* g, const float* u, int64_t n);
+void silu_inplace(float* x, int64_t n);
+double exp_sub_sum(float* x, int64_t n, float mx);
+
 // Float weight vectors (norm weights etc.) dequantized once at load.
 void weight_to_float(const Weight& w, float* out);
 

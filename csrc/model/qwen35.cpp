@@ -230,6 +230,7 @@ class Qwen35Model : public Model {
     float* o = Scratch::ensure(s.f, n * value_dim);
     matmul(tp, L.ssm_qkv, xn, E, n, u, conv_dim);
     matmul(tp, L.ssm_gate, xn, E, n, z, value_dim);
+    silu_inplace(z, n * value_dim);
     matmul(tp, L.ssm_beta, xn, E, n, ab, H_v);
     matmul(tp, L.ssm_alpha, xn, E, n, ab + n * H_v, H_v);
     GDNParams gp{H_k, H_v, dk, dv, d_conv, eps, L.ssm_a.data(), L.ssm_dt.data(), L.ssm_conv.data(), L.ssm_norm.data()};
@@ -250,7 +251,7 @@ class Qwen35Model : public Model {
       float* u = Scratch::ensure(s.d, n * n_ff);
       matmul(tp, L.ffn_gate, xn, E, n, g, n_ff);
       matmul(tp, L.ffn_up, xn, E, n, u, n_ff);
-      for (int64_t i = 0; i < n * n_ff; i++) g[i] = silu(g[i]) * u[i];
+      silu_mul(g, u, n * n_ff);
       matmul(tp, L.ffn_down, g, n_ff, n, out, E);
       return;
     }
@@ -260,7 +261,7 @@ class Qwen35Model : public Model {
     float* d = Scratch::ensure(s.e, n * E);
     matmul(tp, L.shexp_gate, xn, E, n, g, n_ff_shexp);
     matmul(tp, L.shexp_up, xn, E, n, u, n_ff_shexp);
-    for (int64_t i = 0; i < n * n_ff_shexp; i++) g[i] = silu(g[i]) * u[i];
+    silu_mul(g, u, n * n_ff_shexp);
     matmul(tp, L.shexp_down, g, n_ff_shexp, n, d, E);
     for (int r = 0; r < n; r++) {
       float gs = 0;
