@@ -13,7 +13,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
 from ..args import Params
-from ..engine import Engine, Event, Task, apply_chat_template, CHATML_TEMPLATE, log
+from ..chat import resolve_chat_template
+from ..engine import Engine, Event, Task, apply_chat_template, log
 from . import metrics as metrics_mod
 from . import slots as slots_mod
 from .schemas import (ApiError, core_params, defaults_from_cli, gen_id, invalid, parse_common, parse_json_body,
@@ -213,9 +214,13 @@ def create_app(params: Params, core=None, state: Optional[ServerState] = None):
 
     def chat_template_src() -> str:
         t = params.chat_template
-        if t:
-            return CHATML_TEMPLATE if t == "chatml" else t
-        return getattr(eng().model, "chat_template", None) or CHATML_TEMPLATE
+        if not t and params.chat_template_file:
+            try:
+                with open(params.chat_template_file, encoding="utf-8") as f:
+                    t = f.read()
+            except OSError as e:
+                raise ApiError(f"failed to read chat template file: {e}", 500, "server_error")
+        return resolve_chat_template(t or None, {"tokenizer.chat_template": getattr(eng().model, "chat_template", None)})
 
     def render_chat(body: dict) -> str:
         msgs = body.get("messages")
@@ -536,14 +541,21 @@ def create_app(params: Params, core=None, state: Optional[ServerState] = None):
         probs = [[] for _ in range(n)]
         fins = [None] * n
         remaining = n
+        last_check = time.monotonic()
         while remaining:
+            ev = None
             try:
-                ev: Event = await asyncio.wait_for(queue.get(), timeout=1.0)
+                ev = await asyncio.wait_for(queue.get(), timeout=0.5)
             except asyncio.TimeoutError:
+                pass
+            # the client may go away while tokens keep arriving: look at the connection twice a second
+            if ev is None or time.monotonic() - last_check >= 0.5:
+                last_check = time.monotonic()
                 if await request.is_disconnected():
                     for t in tasks:
                         eng().cancel(t)
                     return Response(status_code=499)
+            if ev is None:
                 continue
             i = ev.data.get("index", 0)
             if ev.kind == "token":
