@@ -85,6 +85,7 @@ class Task:
     stream: bool = False
     index: int = 0                        # position in a multi-prompt / n>1 request
     params_json: Optional[dict] = None    # task_params JSON shown by /slots
+    timings_per_token: bool = False       # partial results carry timings (llama-server's timings_per_token)
     id: int = field(default_factory=lambda: next(_task_ids))
     # filled in by the engine
     queue: Optional[asyncio.Queue] = None
@@ -112,6 +113,7 @@ class _Running:
         self.truncated = False
         self.done = False
         self.n_cached = 0
+        self.t_first = None
         self.max_stop = max((len(s) for s in task.stop), default=0)
 
 
@@ -338,6 +340,8 @@ class Engine:
         new_text = ""
         stop_now = False
         run.toks_pending.extend(toks)
+        if toks and run.t_first is None:
+            run.t_first = time.perf_counter()
         for i, tok in enumerate(toks):
             run.tokens.append(tok)
             self._slot_tokens[slot].append(tok)
@@ -383,8 +387,16 @@ class Engine:
                 pr, run.probs_pending = run.probs_pending, []
             run.n_sent = end
             sent_toks, run.toks_pending = run.toks_pending, []
-            self._emit(task, Event("token", text=chunk, tokens=sent_toks, probs=pr,
-                                   data={"n_decoded": run.n_decoded}))
+            data = {"n_decoded": run.n_decoded}
+            if task.timings_per_token:
+                try:
+                    st = dict(self.ctx.seq_stats(slot))
+                except Exception:
+                    st = {}
+                if run.t_first is not None and not float(st.get("t_gen_ms", 0) or 0):
+                    st["t_gen_ms"] = (time.perf_counter() - run.t_first) * 1e3
+                data["timings"] = self._timings(run, st)
+            self._emit(task, Event("token", text=chunk, tokens=sent_toks, probs=pr, data=data))
         if done:
             self._finish_slot(slot, run, deliver=True)
 

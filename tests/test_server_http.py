@@ -166,6 +166,24 @@ def test_every_completion_route_httpx(srv):
         assert text == a["choices"][0]["message"]["content"]
 
 
+def test_timings_per_token(srv):
+    ev = stream_native(srv, {"prompt": PROMPT, "n_predict": 6, "timings_per_token": True, **GREEDY})
+    assert all("timings" in e for e in ev) and ev[-2]["timings"]["predicted_n"] == ev[-2]["tokens_predicted"]
+    ev = stream_native(srv, {"messages": [{"role": "user", "content": "x"}], "max_tokens": 4,
+                             "timings_per_token": True, **GREEDY}, "/v1/chat/completions")
+    assert all("timings" in e for e in ev[1:-1])
+
+
+def test_unimplemented_endpoints_are_clear(srv):
+    for path, msg in (("/embedding", "--embeddings"), ("/v1/embeddings", "--embeddings"),
+                      ("/rerank", "--reranking"), ("/infill", "Infill is not supported")):
+        r = srv.post(path, {"content": "x", "input_prefix": "a", "input_suffix": "b"})
+        assert r.status_code == 501 and r.json()["error"]["type"] == "not_supported_error"
+        assert msg in r.json()["error"]["message"]
+    assert srv.get("/lora-adapters").json() == []
+    assert srv.post("/lora-adapters", [{"id": 0, "scale": 1.0}]).status_code == 400
+
+
 def test_openai_client_routes(srv):
     c = openai.OpenAI(base_url=srv.url + "/v1", api_key="dummy")
     r = c.completions.create(model="x", prompt="Once upon a time", max_tokens=12, temperature=0, seed=1)
