@@ -391,6 +391,7 @@ def test_load_mixed_rss(spec):
     m = spec.get("/metrics").text
     assert metric(m, "requests_processing") == 0 and metric(m, "requests_deferred") == 0
     rss1 = spec.rss_kb()
+    print(f"RSS before {rss0} kB after {rss1} kB, load {time.time() - t0:.1f} s")
     assert rss1 - rss0 < 50 * 1024, (rss0, rss1)
     assert spec.get("/health").status_code == 200
 
