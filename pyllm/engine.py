@@ -61,6 +61,14 @@ class Event:
     data: dict = field(default_factory=dict)
 
 
+
+def make_context(core, model, p, n_ctx: int, n_seq: int, n_threads: int, spec: str):
+    """The core Context for parsed llama.cpp flags: the one place flags become core parameters."""
+    return core.Context(model, n_ctx, n_seq, n_batch=p.n_batch, n_ubatch=p.n_ubatch, n_threads=n_threads,
+                        spec_type=spec, n_max=p.spec_draft_n_max, n_min=p.spec_draft_n_min,
+                        p_min=p.spec_draft_p_min, synth_len=float(p.spec_synth_len),  # -1 = unset, as upstream
+                        synth_rates=[float(x) for x in p.spec_synth_rates])
+
 class EngineError(Exception):
     def __init__(self, message, code=500, type_="server_error", extra=None):
         super().__init__(message)
@@ -168,11 +176,7 @@ class Engine:
         self.model = self.core.Model(p.model, load_mtp=(spec == "draft-mtp"))
         n_ctx = p.n_ctx if p.n_ctx > 0 else int(getattr(self.model, "n_ctx_train", 4096) or 4096)
         self.n_ctx = n_ctx
-        synth_len = int(round(p.spec_synth_len)) if p.spec_synth_len != -1.0 else 0
-        self.ctx = self.core.Context(self.model, n_ctx, self.n_slots, n_batch=p.n_batch, n_ubatch=p.n_ubatch,
-                                     n_threads=n_threads, spec_type=spec, n_max=p.spec_draft_n_max,
-                                     n_min=p.spec_draft_n_min, p_min=p.spec_draft_p_min, synth_len=synth_len,
-                                     synth_rates=[float(x) for x in p.spec_synth_rates])
+        self.ctx = make_context(self.core, self.model, p, n_ctx, self.n_slots, n_threads, spec)
         self.n_ctx_slot = int(getattr(self.ctx, "n_ctx_seq", n_ctx // self.n_slots))
         self.spec = spec
         self.loaded = True

@@ -105,12 +105,9 @@ def main(argv=None) -> int:
     n_ctx = p.n_ctx if p.n_ctx > 0 else int(model.n_ctx_train or 4096)  # -c 0: from the model, as llama.cpp
     if len(prompt) >= n_ctx:
         return _err(f"error: prompt is too long ({len(prompt)} tokens, max {n_ctx - 1})")
-    synth_len = int(round(p.spec_synth_len)) if p.spec_synth_len != -1.0 else 0
+    from ..engine import make_context
     try:
-        ctx = core.Context(model, n_ctx, 1, n_batch=p.n_batch, n_ubatch=p.n_ubatch, n_threads=n_threads,
-                           spec_type=spec, n_max=p.spec_draft_n_max, n_min=p.spec_draft_n_min,
-                           p_min=p.spec_draft_p_min, synth_len=synth_len,
-                           synth_rates=[float(x) for x in p.spec_synth_rates])
+        ctx = make_context(core, model, p, n_ctx, 1, n_threads, spec)
     except (ValueError, RuntimeError) as e:
         return _err(f"error: failed to create the context: {e}")
 
