@@ -149,6 +149,7 @@ void Context::seq_clear(int seq) {
 
 void Context::seq_rm(int seq, int p0) {
   Seq& s = seqs_.at(seq);
+  if (p0 < 0) p0 = 0;  // llama.cpp: p0 < 0 means from the start
   mem_->seq_rm(seq, p0);
   if (mtp_mem_) mtp_mem_->seq_rm(seq, p0);
   if ((int)s.cache.size() > p0) s.cache.resize(p0);
