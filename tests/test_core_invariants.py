@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
-from helpers_core import generate, get_model, greedy_params, model_path, rewrite_gguf, run_seqs
+from helpers_core import MODELS, new_context, generate, get_model, greedy_params, model_path, rewrite_gguf, run_seqs
 
 from pyllm import _core
 
@@ -47,9 +47,9 @@ def assert_logits_close(a, b, what, tol=REL_TOL):
 def test_prefill_batch_equals_token_by_token(key):
     m = get_model(key)
     ids = prompt_ids(m, N_PROMPT[key])
-    batch = _core.Context(m, 128).eval(0, ids, True)
+    batch = new_context(m, 128).eval(0, ids, True)
     assert batch.shape == (len(ids), m.n_vocab)
-    c = _core.Context(m, 128)
+    c = new_context(m, 128)
     single = np.concatenate([c.eval(0, [t], False) for t in ids])
     assert c.seq_pos(0) == len(ids)
     # every row, not only the next-token logits
@@ -60,11 +60,11 @@ def test_prefill_batch_equals_token_by_token(key):
 def test_prefill_chunked_equals_one_ubatch(key):
     m = get_model(key)
     ids = prompt_ids(m, N_PROMPT[key])
-    ref = _core.Context(m, 128, n_ubatch=512).eval(0, ids, True)
-    chunked = _core.Context(m, 128, n_batch=2048, n_ubatch=4).eval(0, ids, True)
+    ref = new_context(m, 128, n_ubatch=512).eval(0, ids, True)
+    chunked = new_context(m, 128, n_batch=2048, n_ubatch=4).eval(0, ids, True)
     assert_logits_close(ref, chunked, f"{key}: n_ubatch 4 vs 512")
     # two eval calls (the second appends at the sequence's position)
-    c = _core.Context(m, 128)
+    c = new_context(m, 128)
     c.eval(0, ids[:7], False)
     assert c.seq_pos(0) == 7
     tail = c.eval(0, ids[7:], True)
@@ -82,6 +82,16 @@ def test_generation_with_small_batches_equals_default(key):
     assert small["stats"]["n_prompt"] == len(ids) and small["stats"]["n_gen"] == n
 
 
+@pytest.mark.parametrize("key", list(MODELS))
+def test_thread_count_invariance(key):
+    """Bit-identical logits for 1, 2 and 3 threads (the other tests run with helpers_core.THREADS)."""
+    m = get_model(key)
+    ids = prompt_ids(m, 10)
+    ref = _core.Context(m, 64, n_threads=1).eval(0, ids, True)
+    for n in (2, 3):
+        assert_logits_close(ref, _core.Context(m, 64, n_threads=n).eval(0, ids, True), f"{key}: {n} threads", tol=0)
+
+
 # --------------------------------------------------------------------------------------------------------------
 # several sequences
 
@@ -94,7 +104,7 @@ def test_two_sequences_together_equal_alone(key):
     n = N_GEN[key]
     jobs = {0: (p0, greedy_params(2 * n)), 1: (p1, greedy_params(n))}
     alone = {s: generate(m, ids, prm)["tokens"] for s, (ids, prm) in jobs.items()}
-    together = run_seqs(_core.Context(m, 512, n_seq=2), m, jobs)
+    together = run_seqs(new_context(m, 512, n_seq=2), m, jobs)
     for s in jobs:
         assert together[s]["tokens"] == alone[s], f"seq {s}"
         assert together[s]["stop"] == "limit"
@@ -107,7 +117,7 @@ def test_two_sequences_sampled_together_equal_alone():
     prm = {"temperature": 0.8, "seed": 1234, "n_predict": 16, "ignore_eos": True}
     jobs = {0: (p0, dict(prm)), 1: (p1, dict(prm, seed=99))}
     alone = {s: generate(m, ids, p)["tokens"] for s, (ids, p) in jobs.items()}
-    together = run_seqs(_core.Context(m, 512, n_seq=2), m, jobs)
+    together = run_seqs(new_context(m, 512, n_seq=2), m, jobs)
     for s in jobs:
         assert together[s]["tokens"] == alone[s], f"seq {s}"
 
@@ -117,7 +127,7 @@ def test_prompt_cache_reuse(key):
     """seq_begin reuses the longest common prefix it holds; the output must not change."""
     m = get_model(key)
     ids = m.tokenize("def fibonacci(n):", True, True)
-    c = _core.Context(m, 256)
+    c = new_context(m, 256)
     n = N_GEN[key]
     first = run_seqs(c, m, {0: (ids, greedy_params(n))})[0]
     # same prompt again: KV models reuse all but the last prompt token; recurrent state cannot go back, so 0
@@ -155,7 +165,7 @@ def _fuse(ts):
 
 
 def _logits(path, ids):
-    return _core.Context(_core.Model(str(path)), 128).eval(0, ids, True)
+    return new_context(_core.Model(str(path)), 128).eval(0, ids, True)
 
 
 IDS = list(range(100, 140))
@@ -190,7 +200,7 @@ def test_make_tiny_fused_equals_unfused_same_seed(tiny_gguf):
 def test_kv_rollback_reproduces_logits(key):
     m = get_model(key)
     ids = prompt_ids(m, 10)
-    c = _core.Context(m, 128)
+    c = new_context(m, 128)
     c.eval(0, ids[:6], False)
     first = c.eval(0, ids[6:], True)
     c.seq_rm(0, 6)
@@ -209,7 +219,7 @@ def test_recurrent_rollback():
     with a clear error that leaves the sequence unchanged."""
     m = get_model("qwen35-Q8_0")
     ids = prompt_ids(m, 16)
-    c = _core.Context(m, 128)
+    c = new_context(m, 128)
     c.eval(0, ids[:6], False)
     first = c.eval(0, ids[6:], True)
     with pytest.raises(RuntimeError, match="cannot roll back the recurrent state"):
@@ -217,7 +227,7 @@ def test_recurrent_rollback():
     assert c.seq_pos(0) == len(ids)
     c.seq_rm(0, len(ids))  # no-op
     nxt = c.eval(0, [ids[0]], False)
-    ref = _core.Context(m, 128).eval(0, ids + [ids[0]], False)
+    ref = new_context(m, 128).eval(0, ids + [ids[0]], False)
     assert_logits_close(ref, nxt, "eval after a refused seq_rm", tol=0)
     c.seq_rm(0, 0)
     assert c.seq_pos(0) == 0
@@ -233,7 +243,7 @@ def test_recurrent_rollback():
 
 def test_prompt_longer_than_context():
     m = get_model("qwen35-Q8_0")
-    c = _core.Context(m, 64)
+    c = new_context(m, 64)
     with pytest.raises(ValueError, match="exceeds the available context size"):
         c.seq_begin(m, 0, list(range(10, 110)), greedy_params(4))
     assert c.n_active() == 0
@@ -251,15 +261,15 @@ def test_draft_mtp_without_mtp_layer(tiny_gguf):
     m = _core.Model(str(tiny_gguf("--arch", "qwen35", "--no-mtp")), load_mtp=True)
     assert not m.file_has_mtp and not m.has_mtp
     with pytest.raises(ValueError, match="MTP"):
-        _core.Context(m, 128, spec_type="draft-mtp", n_max=3)
-    _core.Context(m, 128)  # plain is fine
+        new_context(m, 128, spec_type="draft-mtp", n_max=3)
+    new_context(m, 128)  # plain is fine
     # a file with MTP loaded without it
     m2 = get_model("qwen35-Q8_0", load_mtp=False)
     assert m2.file_has_mtp and not m2.has_mtp
     with pytest.raises(ValueError, match="MTP.*load_mtp"):
-        _core.Context(m2, 128, spec_type="draft-mtp", n_max=3)
+        new_context(m2, 128, spec_type="draft-mtp", n_max=3)
     with pytest.raises(ValueError, match="not supported"):
-        _core.Context(m2, 128, spec_type="ngram-simple")
+        new_context(m2, 128, spec_type="ngram-simple")
 
 
 @pytest.fixture(scope="module")
