@@ -5,6 +5,7 @@ import re
 import numpy as np
 import pytest
 
+from conftest import ROOT
 from helpers_core import new_context, generate, get_model, greedy_params, load_fixture, run_seqs
 
 from pyllm import _core
@@ -91,6 +92,41 @@ def test_draft_counts_match_upstream(trained, prompts, n_max):
     assert len(compared) >= 2  # prompts 0 and 1 reproduce upstream's tokens
 
 
+MTP3_FIXTURES = {
+    "qwen35-F16": "qwen35-tiny-mtp-F16.mtp3.llamacpp.json",
+    "qwen35-Q4_K_M": "qwen35-tiny-mtp-Q4_K_M.mtp3.llamacpp.json",
+    "moe-Q8_0": "tiny-qwen35moe-mtp-random-Q8_0.mtp3.llamacpp.json",
+    "moe-fused-Q4_K_M": "tiny-qwen35moe-mtp-random-fused-Q4_K_M.mtp3.llamacpp.json",
+}
+# Same tokens as upstream's draft-mtp run but different draft counts: our MTP drafts differ from upstream's at some
+# step. Both files are the ones whose log-probs are off by 0.08 (see test_golden, TODO(numerics)).
+MTP3_XFAIL = {
+    ("qwen35-Q4_K_M", 2): "ours (accepted, drafted) (19, 33), upstream (18, 36)",
+    ("moe-Q8_0", 1): "ours (accepted, drafted) (9, 60), upstream (8, 63)",
+}
+MTP3_CASES = [(k, i) for k, f in MTP3_FIXTURES.items() for i in range(len(load_fixture(f)["complete"]))]
+
+
+def _mtp3_param(c):
+    marks = [pytest.mark.xfail(reason="numerics: " + MTP3_XFAIL[c], strict=True)] if c in MTP3_XFAIL else []
+    return pytest.param(*c, id=f"{c[0]}-p{c[1]}", marks=marks)
+
+
+@pytest.mark.parametrize("key,idx", [_mtp3_param(c) for c in MTP3_CASES])
+def test_draft_counts_match_upstream_mtp3(key, idx):
+    """The other shipped files against upstream's n_max 3 runs (where upstream's speculative tokens are ours)."""
+    comp = load_fixture(MTP3_FIXTURES[key])["complete"][idx]
+    m = get_model(key, load_mtp=True)
+    r = spec(m, m.tokenize(comp["prompt"], True, True), greedy_params(32), 3)
+    if r["tokens"] != comp["tokens"]:
+        # upstream's own speculative run departs from its plain run at a near-tie (Q4_K_M p1, step 30, gap 0.0016),
+        # or ours departs from upstream's plain run at one (test_golden)
+        pytest.skip("tokens differ from upstream's draft-mtp run; counts are not comparable")
+    ours = (r["stats"]["n_draft_accepted"], r["stats"]["n_draft"])
+    theirs = (comp["draft_n_accepted"], comp["draft_n"])
+    assert all(abs(a - b) <= 0.02 * b for a, b in zip(ours, theirs)), f"ours {ours}, upstream {theirs}"
+
+
 @pytest.mark.parametrize("n_max", N_MAX)
 def test_acceptance_line(trained, prompts, n_max):
     ids = prompts[0]
@@ -112,6 +148,88 @@ def test_greedy_spec_equals_plain_128_tokens(trained):
     assert r["stats"]["n_draft_accepted"] > 20
 
 
+def test_spec_probs_equal_plain(trained, prompts):
+    """n_probs under speculation: the verification rows give the same probabilities as plain decoding."""
+    prm = greedy_params(32, n_probs=5)
+    plain = generate(trained, prompts[0], prm)
+    r = spec(trained, prompts[0], prm, 3)
+    assert r["tokens"] == plain["tokens"]
+    for a, b in zip(plain["probs"], r["probs"]):
+        assert a["id"] == b["id"] and a["p"] == pytest.approx(b["p"], abs=1e-6)
+        assert [t for t, _ in a["top"]] == [t for t, _ in b["top"]]
+        assert [p for _, p in a["top"]] == pytest.approx([p for _, p in b["top"]], abs=1e-6)
+
+
+@pytest.mark.parametrize("n_predict", [1, 2, 3, 5])
+def test_spec_short_n_predict(trained, prompts, n_predict):
+    """Drafts never run past n_predict."""
+    r = spec(trained, prompts[1], greedy_params(n_predict), 3)
+    assert r["tokens"] == generate(trained, prompts[1], greedy_params(n_predict))["tokens"]
+    check_stats(r, n_predict, 3)
+    assert r["stats"]["n_draft"] <= max(0, n_predict - 2) * 3
+
+
+@pytest.mark.parametrize("n_max", [1, 3, 7])
+def test_spec_at_context_limit(trained, prompts, n_max):
+    """Drafts never run past the context: generation without n_predict stops at the context size like plain."""
+    prm = greedy_params(-1)
+    plain = cached(("q8ctx",), lambda: generate(trained, prompts[1], prm, n_ctx=48))
+    assert plain["stop"] == "ctx"
+    r = spec(trained, prompts[1], prm, n_max, n_ctx=48)
+    assert r["stop"] == "ctx" and r["tokens"] == plain["tokens"]
+
+
+def test_spec_prompt_reuse(trained, prompts):
+    """seq_begin on a speculative context: the same prompt again starts over (recurrent state) with the same drafts;
+    a prompt that extends what the sequence holds reuses it, with the MTP hidden state carried over exactly."""
+    ids = prompts[0]
+    c = new_context(trained, 512, spec_type="draft-mtp", n_max=3)
+    first = run_seqs(c, trained, {0: (ids, greedy_params(16))})[0]
+    again = run_seqs(c, trained, {0: (ids, greedy_params(16))})[0]
+    assert again["stats"]["n_cached"] == 0
+    assert again["tokens"] == first["tokens"]
+    assert (again["stats"]["n_draft"], again["stats"]["n_draft_accepted"]) == \
+        (first["stats"]["n_draft"], first["stats"]["n_draft_accepted"])
+    ext = ids + again["tokens"]
+    cont = run_seqs(c, trained, {0: (ext, greedy_params(16))})[0]
+    assert cont["stats"]["n_cached"] == len(ext) - 1
+    fresh = spec(trained, ext, greedy_params(16), 3)
+    assert cont["tokens"] == fresh["tokens"] == generate(trained, ext, greedy_params(16))["tokens"]
+    assert (cont["stats"]["n_draft"], cont["stats"]["n_draft_accepted"]) == \
+        (fresh["stats"]["n_draft"], fresh["stats"]["n_draft_accepted"])
+
+
+@pytest.mark.parametrize("kw", [{"p_min": 0.3}, {"p_min": 0.99}, {"n_min": 2}], ids=["p_min0.3", "p_min0.99", "n_min2"])
+def test_spec_draft_limits(trained, prompts, kw):
+    ids = prompts[0]
+    c = new_context(trained, 512, spec_type="draft-mtp", n_max=5, **kw)
+    r = run_seqs(c, trained, {0: (ids, greedy_params(32))})[0]
+    plain = cached(("q8", 0), lambda: generate(trained, ids, greedy_params(32)))
+    assert r["tokens"] == plain["tokens"]
+    check_stats(r, 32, 5)
+    if kw.get("p_min") == 0.99:
+        assert r["stats"]["n_draft"] < 32
+
+
+def test_staggered_sequences_with_long_prompt(trained, prompts):
+    """Sequences begin while others generate; one prompt needs several n_batch chunks."""
+    long = trained.tokenize((ROOT / "tools" / "make_tiny_gguf.py").read_text()[:600], True, False)
+    assert len(long) > 100  # 2+ chunks of n_batch 64
+    jobs = [(prompts[0], greedy_params(24)), (long, greedy_params(12)), (prompts[2], greedy_params(8))]
+    c = new_context(trained, 3 * 512, n_seq=3, n_batch=64, n_ubatch=32, spec_type="draft-mtp", n_max=3)
+    out = {i: [] for i in range(3)}
+    for i, (ids, prm) in enumerate(jobs):
+        c.seq_begin(trained, i, ids, prm)
+        for _ in range(3):
+            for o in c.step():
+                out[o["seq"]] += o["tokens"]
+    while c.n_active():
+        for o in c.step():
+            out[o["seq"]] += o["tokens"]
+    for i, (ids, prm) in enumerate(jobs):
+        assert out[i] == generate(trained, ids, prm)["tokens"], f"seq {i}"
+
+
 # --------------------------------------------------------------------------------------------------------------
 # sampling
 
@@ -126,6 +244,26 @@ def test_sampled_spec_equals_plain(trained, prompts, n_max):
     r = spec(trained, ids, prm, n_max)
     assert r["tokens"] == plain["tokens"]
     check_stats(r, 24, n_max)
+
+
+SAMPLER_CONFIGS = [
+    {"repeat_penalty": 1.3, "repeat_last_n": 64},
+    {"presence_penalty": 0.5, "frequency_penalty": 0.5},
+    {"mirostat": 2},
+    {"mirostat": 1},
+    {"temperature": 1.0, "xtc_probability": 0.5, "xtc_threshold": 0.1},
+    {"typical_p": 0.9},
+    {"dynatemp_range": 0.5},
+    {"temperature": 1.5, "top_k": 0, "top_p": 1.0, "min_p": 0.0},
+    {"temperature": 0, "repeat_penalty": 1.5},
+]
+
+
+@pytest.mark.parametrize("cfg", SAMPLER_CONFIGS, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
+def test_sampler_chains_spec_equals_plain(trained, prompts, cfg):
+    """Stateful samplers (penalty history, mirostat's mu) see exactly the accepted tokens, in order."""
+    prm = dict(SAMPLED, n_predict=24, seed=5, **cfg)
+    assert spec(trained, prompts[0], prm, 3)["tokens"] == generate(trained, prompts[0], prm)["tokens"]
 
 
 # --------------------------------------------------------------------------------------------------------------
