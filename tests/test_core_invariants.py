@@ -241,6 +241,51 @@ def test_recurrent_rollback():
 # errors
 
 
+@pytest.mark.xfail(strict=True, reason="bug: Context::seq_rm with p0 < 0 clears the memory (Memory::seq_rm clamps p0 "
+                                       "to 0, as llama.cpp does) and then calls s.cache.resize(p0) with the negative "
+                                       "p0, which throws std::length_error ('vector::_M_default_append' ValueError); the "
+                                       "token cache stays stale, so the next seq_begin reuses a prefix the memory no "
+                                       "longer holds and generates wrong tokens")
+@pytest.mark.parametrize("key", ["qwen35-Q8_0", "smollm2"])
+def test_seq_rm_negative_p0_clears(key):
+    """llama.cpp's seq_rm treats p0 < 0 as 0 (drop everything)."""
+    m = get_model(key)
+    ids = m.tokenize("def fibonacci(n):", True, True)
+    ref = generate(m, ids, greedy_params(4))["tokens"]
+    c = new_context(m, 256)
+    run_seqs(c, m, {0: (ids, greedy_params(4))})
+    try:
+        c.seq_rm(0, -1)
+    finally:
+        # whatever seq_rm did, the context must stay consistent
+        assert c.seq_pos(0) in (0, len(ids) + 3)
+        again = run_seqs(c, m, {0: (ids, greedy_params(4))})[0]
+        assert again["tokens"] == ref, f"stale prefix reuse: n_cached {again['stats']['n_cached']}"
+    assert c.seq_pos(0) == len(ids) + 3
+
+
+def test_bad_sequence_ids():
+    m = get_model("qwen35-Q8_0")
+    c = new_context(m, 64, n_seq=2)
+    with pytest.raises(IndexError):
+        c.seq_begin(m, 2, [1, 2, 3], greedy_params(2))
+    with pytest.raises(IndexError):
+        c.seq_begin(m, -1, [1, 2, 3], greedy_params(2))
+    with pytest.raises(IndexError):
+        c.eval(2, [1, 2], False)
+    with pytest.raises(IndexError):
+        c.seq_stats(5)
+    with pytest.raises(IndexError):
+        c.seq_rm(2, 0)
+    assert c.step() == [] and c.n_active() == 0
+    with pytest.raises(ValueError, match="n_seq"):
+        new_context(m, 64, n_seq=0)
+    with pytest.raises(ValueError, match="too small"):
+        new_context(m, 4)
+
+
+
+
 def test_prompt_longer_than_context():
     m = get_model("qwen35-Q8_0")
     c = new_context(m, 64)
