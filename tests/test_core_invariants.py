@@ -183,9 +183,6 @@ def test_fused_layout_equals_unfused(tiny_gguf, tmp_path):
     assert_logits_close(_logits(unfused, IDS), _logits(fused, IDS), "fused vs unfused (same weights)", tol=1e-5)
 
 
-@pytest.mark.xfail(strict=True, reason="tools/make_tiny_gguf.py seeds every tensor by its own name, so with the same "
-                                       "seed the fused attn_qkv / ffn_gate_up_exps hold different random weights than "
-                                       "attn_q/k/v and ffn_gate/up_exps (all other tensors are identical)")
 def test_make_tiny_fused_equals_unfused_same_seed(tiny_gguf):
     unfused = tiny_gguf("--arch", "qwen35moe", "--seed", "7")
     fused = tiny_gguf("--arch", "qwen35moe", "--seed", "7", "--fused")
@@ -241,11 +238,6 @@ def test_recurrent_rollback():
 # errors
 
 
-@pytest.mark.xfail(strict=True, reason="bug: Context::seq_rm with p0 < 0 clears the memory (Memory::seq_rm clamps p0 "
-                                       "to 0, as llama.cpp does) and then calls s.cache.resize(p0) with the negative "
-                                       "p0, which throws std::length_error ('vector::_M_default_append' ValueError); the "
-                                       "token cache stays stale, so the next seq_begin reuses a prefix the memory no "
-                                       "longer holds and generates wrong tokens")
 @pytest.mark.parametrize("key", ["qwen35-Q8_0", "smollm2"])
 def test_seq_rm_negative_p0_clears(key):
     """llama.cpp's seq_rm treats p0 < 0 as 0 (drop everything)."""

@@ -130,7 +130,13 @@ int Context::seq_begin(int seq, const std::vector<int32_t>& prompt, SeqParams pa
   return n_cached;
 }
 
+void Context::check_seq(int seq) const {
+  if (seq < 0 || seq >= (int)seqs_.size())
+    throw std::out_of_range("sequence id " + std::to_string(seq) + " out of range [0, " + std::to_string(seqs_.size()) + ")");
+}
+
 void Context::seq_end(int seq) {
+  check_seq(seq);
   Seq& s = seqs_.at(seq);
   if (s.active && s.generating) s.stats.t_gen_ms = ms_since(s.t_gen_start);
   s.active = false;
@@ -139,6 +145,7 @@ void Context::seq_end(int seq) {
 }
 
 void Context::seq_clear(int seq) {
+  check_seq(seq);
   seq_end(seq);
   Seq& s = seqs_.at(seq);
   s.cache.clear();
@@ -148,6 +155,7 @@ void Context::seq_clear(int seq) {
 }
 
 void Context::seq_rm(int seq, int p0) {
+  check_seq(seq);
   Seq& s = seqs_.at(seq);
   if (p0 < 0) p0 = 0;  // llama.cpp: p0 < 0 means from the start
   mem_->seq_rm(seq, p0);
@@ -425,6 +433,7 @@ std::vector<StepOutput> Context::step() {
 }
 
 std::vector<float> Context::eval(int seq, const std::vector<int32_t>& tokens, bool all_logits) {
+  check_seq(seq);
   if (tokens.empty()) return {};
   Seq& s = seqs_.at(seq);
   const int n = (int)tokens.size();
@@ -445,9 +454,11 @@ std::vector<float> Context::eval(int seq, const std::vector<int32_t>& tokens, bo
 }
 
 std::string Context::acceptance_line(int seq) const {
+  check_seq(seq);
   const SeqStats& st = seqs_.at(seq).stats;
   char buf[160];
-  const double rate = st.n_draft ? (double)st.n_draft_accepted / st.n_draft : 0.0;
+  // float, as upstream computes it (the 5th decimal can differ otherwise)
+  const float rate = st.n_draft ? (float)st.n_draft_accepted / (float)st.n_draft : 0.0f;
   const double mean_len = st.n_verif_steps ? 1.0 + (double)st.n_draft_accepted / st.n_verif_steps : 0.0;
   std::snprintf(buf, sizeof buf, "draft acceptance = %0.5f (%5lld accepted / %5lld generated), mean len = %5.2f", rate,
                 (long long)st.n_draft_accepted, (long long)st.n_draft, mean_len);

@@ -83,14 +83,14 @@ class Context {
   void seq_clear(int seq);
   std::vector<StepOutput> step();
   int n_active() const;
-  const SeqStats& seq_stats(int seq) const { return seqs_.at(seq).stats; }
+  const SeqStats& seq_stats(int seq) const { check_seq(seq); return seqs_[seq].stats; }
   const GlobalStats& stats() const { return gstats_; }
   std::string acceptance_line(int seq) const;  // llama.cpp's "draft acceptance = ..." line
 
   // Low-level: evaluate tokens appended to seq; returns logits for every row (or the last) [rows][n_vocab].
   std::vector<float> eval(int seq, const std::vector<int32_t>& tokens, bool all_logits);
   void seq_rm(int seq, int p0);
-  int seq_pos(int seq) const { return mem_->seq_pos(seq); }
+  int seq_pos(int seq) const { check_seq(seq); return mem_->seq_pos(seq); }
   size_t memory_bytes() const { return mem_->bytes() + (mtp_mem_ ? mtp_mem_->bytes() : 0); }
 
  private:
@@ -108,6 +108,7 @@ class Context {
   };
 
   void resolve_synth();
+  void check_seq(int seq) const;
   void prefill_step(std::vector<StepOutput>& outs, int& budget);
   void generate_step(std::vector<StepOutput>& outs);
   void mtp_catch_up(const std::vector<int32_t>& tokens, const std::vector<int32_t>& pos, const std::vector<int32_t>& seqs,
