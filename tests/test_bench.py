@@ -60,8 +60,8 @@ class Handler(BaseHTTPRequestHandler):
              "prompt_per_second": len(body["prompt"]) * 100.0, "predicted_n": n,
              "predicted_ms": n / speed * 1e3, "predicted_per_second": speed}
         if k:
-            t["draft_n"] = 10 * k
-            t["draft_n_accepted"] = 6 * k
+            t["draft_n"] = 4 * k
+            t["draft_n_accepted"] = (n - 1) // 2
         res = {"content": "x" * n, "tokens": toks if body.get("return_tokens") else [], "timings": t}
         self._send(200, res)
 
@@ -185,10 +185,13 @@ def test_aggregate_statistics():
 
 
 def test_aggregate_server_estimates_mean_len():
-    runs = [_run("t", 4, 0, 50.0, n_draft=40, acc=20)]     # no verification steps: 40/4 = 10 estimated
-    s = aggregate(runs)
+    r = _run("t", 4, 0, 50.0, n_draft=40, acc=20)       # servers report no verification steps
+    r.n_gen = 31                                         # 30 tokens after the first = 10 steps + 20 accepted
+    s = aggregate([r])
     assert s.accept_rate == pytest.approx(0.5) and s.mean_len == pytest.approx(3.0) and s.mean_len_estimated
     assert s.accept_per_pos is None and s.speedup is None
+    r.n_gen = 3                                          # inconsistent counts: fall back to drafted / n_max
+    assert aggregate([r]).mean_len == pytest.approx(3.0)
 
 
 def test_summarize_groups_per_engine_and_task():
@@ -289,11 +292,12 @@ def test_server_url(fake_http, tmp_path, capsys):
     doc = json.loads(j.read_text())
     assert [(s["task"], s["n_max"]) for s in doc["settings"]] == [("code", 3), ("story", 3)]
     s = doc["settings"][0]
-    assert s["gen_tps_median"] == 130.0 and s["accept_rate"] == pytest.approx(0.6)
-    assert s["mean_len"] == pytest.approx(1 + 36 / 20) and s["mean_len_estimated"] and s["reps"] == 2
+    # n=8, k=3: drafted 12, accepted 3 per run; verification steps = 8 - 1 - 3 = 4
+    assert s["gen_tps_median"] == 130.0 and s["accept_rate"] == pytest.approx(0.25)
+    assert s["mean_len"] == pytest.approx(1.75) and s["mean_len_estimated"] and s["reps"] == 2
     # the chat template from /props was applied (prompt_n = length of the rendered prompt in the fake)
     assert s["runs"][0]["n_prompt"] == len("<|u|>" + TASKS["code"] + "<|a|>")
-    assert "~2.80" in out
+    assert "~1.75" in out
 
 
 def test_server_url_sweep_needs_server_cmd(fake_http, capsys):
@@ -334,6 +338,19 @@ def test_server_cmd_rejects_spec(fake_script, capsys):
     assert rc == 1
     assert err[-1].startswith("error: server command for ") and "exited with code 1" in err[-1]
     assert "n_max=2" in err[-1] and "invalid argument: --spec-type" in err[-1]
+
+
+def test_partial_results_on_failure(fake_script, tmp_path, capsys):
+    j = tmp_path / "p.json"
+    ok = f"{sys.executable} {fake_script}"
+    bad = f"{sys.executable} {fake_script} --reject-spec"
+    rc = main(["--spec-draft-n-max", "1", "-n", "4", "-r", "1", "--tasks", "code", "--no-progress", "--json", str(j),
+               "--server-cmd", ok, "--engine-name", "good", "--server-cmd", bad, "--engine-name", "bad"])
+    cap = capsys.readouterr()
+    assert rc == 1 and "exited with code 1" in cap.err.strip().splitlines()[-1]
+    assert "| good | code | 1 |" in cap.out and "| bad | code | 0 (base) |" in cap.out
+    assert [(s["engine"], s["n_max"]) for s in json.loads(j.read_text())["settings"]] == [
+        ("good", 0), ("good", 1), ("bad", 0)]
 
 
 def test_server_cmd_not_found(capsys):
@@ -377,6 +394,8 @@ def test_real_inprocess_sweep(tmp_path, capsys):
         assert len(s["accept_per_pos"]) == s["n_max"] and 1.0 <= s["mean_len"] <= s["n_max"] + 1
         assert s["same_as_baseline"] is True           # greedy MTP output equals plain decoding
         assert not s["mean_len_estimated"]
+        for r in s["runs"]:   # the server-side estimate of verification steps is right to within the last step
+            assert 0 <= (r["n_gen"] - 1 - r["n_draft_accepted"]) - r["n_verif_steps"] <= 1
     # the chat template was applied: the prompt holds the ChatML wrapping
     assert ss[0]["runs"][0]["n_prompt"] > 20
     assert "| code | 0 (base) |" in cap.out and "3/3" in cap.err

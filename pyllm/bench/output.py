@@ -50,7 +50,8 @@ def markdown(settings: list, meta: Optional[dict] = None) -> str:
         lines.append("| " + " | ".join(row) + " |")
     notes = []
     if any(s.mean_len_estimated for s in settings):
-        notes.append("~ mean len estimated from the server's timings (verification steps = drafted / n_max).")
+        notes.append("~ mean len derived from the server's timings: verification steps = generated - 1 - accepted "
+                     "(every step after the first verifies a draft; off by at most the last step).")
     if notes:
         lines.append("")
         lines.extend(notes)
@@ -121,7 +122,8 @@ def plot(path: str, settings: list, title: str):
                 for s in spec:
                     if s.accept_rate is not None:
                         ax.annotate(f"{s.accept_rate * 100:.0f}%", (s.n_max, s.gen_tps_median),
-                                    textcoords="offset points", xytext=(0, 7), ha="center", fontsize=7, color=col)
+                                    textcoords="offset points", xytext=(0, 8), ha="center", fontsize=7, color=col,
+                                    bbox=dict(boxstyle="round,pad=0.1", fc="white", ec="none", alpha=0.8))
             if base is not None:
                 ax.axhline(base.gen_tps_median, color=col, linestyle="--", linewidth=1.4,
                            label=f"{eng}: baseline {base.gen_tps_median:.1f}")
@@ -131,7 +133,8 @@ def plot(path: str, settings: list, title: str):
         if all_n:
             ax.set_xticks(all_n)
             ax.set_xlim(min(all_n) - 0.4, max(all_n) + 0.4)
-        ax.set_ylim(bottom=0)
+        top = max([s.gen_tps_max for s in settings if s.task == task] + [1e-9])
+        ax.set_ylim(0, top * 1.15)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8, loc="lower left")
     for k in range(n, rows * cols):

@@ -87,7 +87,7 @@ class Setting:
     n_draft_accepted: int = 0
     accept_rate: Optional[float] = None        # accepted / drafted
     mean_len: Optional[float] = None           # 1 + accepted / verification steps (tokens per target pass)
-    mean_len_estimated: bool = False           # servers: verification steps estimated as drafted / n_max
+    mean_len_estimated: bool = False           # servers: verification steps estimated as n_gen - 1 - accepted
     accept_per_pos: Optional[list] = None      # P(draft position i accepted) per verification step (unconditional)
     same_as_baseline: Optional[bool] = None    # greedy output identical to the baseline's, every repetition
     runs: list = field(default_factory=list, repr=False)
@@ -118,7 +118,11 @@ def aggregate(runs: list, baseline: Optional["Setting"] = None, baseline_output=
         if all(x is not None for x in steps) and sum(steps) > 0:
             s.mean_len = 1.0 + s.n_draft_accepted / sum(steps)
         elif s.n_max > 0:
-            est = s.n_draft / s.n_max          # draft-mtp drafts n_max tokens per step (p_min 0)
+            # servers report no verification steps. When every step after the first token verifies a draft
+            # (draft-mtp, n_min 0), steps = (n_gen - 1) - accepted; else drafts are n_max long (p_min 0)
+            est = sum(r.n_gen - 1 - r.n_draft_accepted for r in runs)
+            if est <= 0:
+                est = s.n_draft / s.n_max
             s.mean_len = 1.0 + s.n_draft_accepted / est if est > 0 else None
             s.mean_len_estimated = True
         if all(r.accepted_per_pos is not None for r in runs) and all(x is not None for x in steps) and sum(steps) > 0:

@@ -256,6 +256,8 @@ def run_bench(argv: list) -> int:
     model_name = Path(model_path).name if model_path else (opts["server"] or "server")
 
     engines = []
+    runs = []
+    failure = None
     try:
         if in_process:
             try:
@@ -311,34 +313,39 @@ def run_bench(argv: list) -> int:
         prog = Progress(total, enabled=not opts["no_progress"])
         prog.note(f"pyllm-bench: {model_name}, {len(engines)} engine(s), n_max {[0] + n_values}, "
                   f"{len(prompts)} prompt(s), n_predict {n_predict}, {reps} repetition(s), threads {threads}")
-        runs = []
-        for eng, ns in zip(engines, settings_per_engine):
-            texts = prompt_texts(eng)
-            if isinstance(eng, InProcess):
-                inputs = [(name, eng.tokenize(t)) for name, t in texts]
-            else:
-                inputs = texts
-            for n in ns:
-                sl, sr = synth_for(n)
-                what = "baseline" if n == 0 else f"n_max={n}"
+        try:
+            for eng, ns in zip(engines, settings_per_engine):
+                texts = prompt_texts(eng)
                 if isinstance(eng, InProcess):
-                    eng.setup(n, sl, sr)
-                elif isinstance(eng, ServerProcess):
-                    prog.note(f"{eng.name}: starting server ({what})")
-                    eng.start(spec_flags(spec_type, n, sl, sr), what)
-                if p.warmup:
-                    eng.run(inputs[0][1], min(n_predict, 32), "warmup", n, -1)
-                for rep in range(reps):
-                    for name, inp in inputs:
-                        r = eng.run(inp, n_predict, name, n, rep)
-                        runs.append(r)
-                        prog.step(f"{eng.name} {what} {name} r{rep + 1}: {r.gen_tps:.1f} tok/s")
-                if n > 0 and not isinstance(eng, InProcess) and all(
-                        r.n_draft == 0 for r in runs if r.engine == eng.name and r.n_max == n):
-                    prog.note(f"warning: {eng.name} reported no drafted tokens for {what} "
-                              f"(does it support --spec-type {spec_type}?)")
-                if isinstance(eng, ServerProcess):
-                    eng.stop()
+                    inputs = [(name, eng.tokenize(t)) for name, t in texts]
+                else:
+                    inputs = texts
+                for n in ns:
+                    sl, sr = synth_for(n)
+                    what = "baseline" if n == 0 else f"n_max={n}"
+                    if isinstance(eng, InProcess):
+                        eng.setup(n, sl, sr)
+                    elif isinstance(eng, ServerProcess):
+                        prog.note(f"{eng.name}: starting server ({what})")
+                        eng.start(spec_flags(spec_type, n, sl, sr), what)
+                    if p.warmup:
+                        eng.run(inputs[0][1], min(n_predict, 32), "warmup", n, -1)
+                    for rep in range(reps):
+                        for name, inp in inputs:
+                            r = eng.run(inp, n_predict, name, n, rep)
+                            runs.append(r)
+                            prog.step(f"{eng.name} {what} {name} r{rep + 1}: {r.gen_tps:.1f} tok/s")
+                    if n > 0 and not isinstance(eng, InProcess) and all(
+                            r.n_draft == 0 for r in runs if r.engine == eng.name and r.n_max == n):
+                        prog.note(f"warning: {eng.name} reported no drafted tokens for {what} "
+                                  f"(does it support --spec-type {spec_type}?)")
+                    if isinstance(eng, ServerProcess):
+                        eng.stop()
+        except BenchError as e:       # keep what was measured: print/write it, then fail
+            if not runs:
+                raise
+            failure = e
+            prog.note(f"stopped by an error (below): reporting the {len(runs)} run(s) measured so far")
     finally:
         for e in engines:
             e.close()
@@ -366,6 +373,8 @@ def run_bench(argv: list) -> int:
             output.plot(opts["plot"], settings, title)
     except OSError as e:
         raise BenchError(f"error: cannot write output: {e}")
+    if failure is not None:
+        raise failure
     return 0
 
 
