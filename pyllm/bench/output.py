@@ -19,6 +19,8 @@ def n_max_label(n: int) -> str:
 def _same(s: Setting) -> str:
     if s.n_max == 0:
         return "-"
+    if s.synthetic:
+        return "synth"
     return {True: "yes", False: "NO", None: "?"}[s.same_as_baseline]
 
 
@@ -68,7 +70,7 @@ def write_json(path: str, settings: list, meta: dict):
 
 CSV_FIELDS = ["engine", "task", "n_max", "reps", "n_gen", "gen_tps_median", "gen_tps_min", "gen_tps_max",
               "prompt_tps_median", "speedup", "n_draft", "n_draft_accepted", "accept_rate", "mean_len",
-              "mean_len_estimated", "accept_per_pos", "same_as_baseline"]
+              "mean_len_estimated", "accept_per_pos", "same_as_baseline", "synthetic"]
 
 
 def write_csv(path: str, settings: list):
@@ -95,6 +97,7 @@ def plot(path: str, settings: list, title: str):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     tasks = list(dict.fromkeys(s.task for s in settings))
     engines = list(dict.fromkeys(s.engine for s in settings))
@@ -117,16 +120,18 @@ def plot(path: str, settings: list, title: str):
                 y = [s.gen_tps_median for s in spec]
                 lo = [s.gen_tps_median - s.gen_tps_min for s in spec]
                 hi = [s.gen_tps_max - s.gen_tps_median for s in spec]
-                ax.errorbar(x, y, yerr=[lo, hi], color=col, marker="o", linewidth=1.8, capsize=3,
-                            label=f"{eng}: MTP draft")
+                ax.errorbar(x, y, yerr=[lo, hi], color=col, marker="o", linewidth=1.8, capsize=3)
                 for s in spec:
                     if s.accept_rate is not None:
                         ax.annotate(f"{s.accept_rate * 100:.0f}%", (s.n_max, s.gen_tps_median),
                                     textcoords="offset points", xytext=(0, 8), ha="center", fontsize=7, color=col,
                                     bbox=dict(boxstyle="round,pad=0.1", fc="white", ec="none", alpha=0.8))
             if base is not None:
-                ax.axhline(base.gen_tps_median, color=col, linestyle="--", linewidth=1.4,
-                           label=f"{eng}: baseline {base.gen_tps_median:.1f}")
+                ax.axhline(base.gen_tps_median, color=col, linestyle="--", linewidth=1.4)
+                ax.annotate(f"{eng} baseline {base.gen_tps_median:.1f}", (1.0, base.gen_tps_median),
+                            xycoords=("axes fraction", "data"), textcoords="offset points", xytext=(-4, 3),
+                            ha="right", va="bottom", fontsize=7.5, color=col,
+                            bbox=dict(boxstyle="round,pad=0.1", fc="white", ec="none", alpha=0.8))
         ax.set_title(f"task: {task}", fontsize=11)
         ax.set_xlabel("--spec-draft-n-max")
         ax.set_ylabel("generation tokens/s")
@@ -136,11 +141,17 @@ def plot(path: str, settings: list, title: str):
         top = max([s.gen_tps_max for s in settings if s.task == task] + [1e-9])
         ax.set_ylim(0, top * 1.15)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8, loc="lower left")
     for k in range(n, rows * cols):
         axes[k // cols][k % cols].set_visible(False)
     fig.suptitle(title + "\npoint labels: draft acceptance rate; error bars: min..max over repetitions; "
                  "dashed: no speculation", fontsize=10)
-    fig.tight_layout()
+    handles = []
+    for ei, eng in enumerate(engines):
+        col = colors[ei % len(colors)]
+        handles.append(Line2D([], [], color=col, marker="o", linewidth=1.8, label=f"{eng}: speculative (median)"))
+        handles.append(Line2D([], [], color=col, linestyle="--", linewidth=1.4, label=f"{eng}: no speculation"))
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 4), fontsize=9, frameon=False)
+    legend_h = 0.45 * ((len(handles) + 3) // 4) / fig.get_figheight()
+    fig.tight_layout(rect=(0, legend_h, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)

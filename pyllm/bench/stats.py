@@ -90,6 +90,7 @@ class Setting:
     mean_len_estimated: bool = False           # servers: verification steps estimated as n_gen - 1 - accepted
     accept_per_pos: Optional[list] = None      # P(draft position i accepted) per verification step (unconditional)
     same_as_baseline: Optional[bool] = None    # greedy output identical to the baseline's, every repetition
+    synthetic: bool = False                    # --spec-synth-*: acceptance is simulated, the output is not valid
     runs: list = field(default_factory=list, repr=False)
 
     def to_dict(self, runs=False) -> dict:

@@ -203,7 +203,13 @@ def run_bench(argv: list) -> int:
     n_values = parse_range(rng if rng is not None else "1-7")
     explicit_spec = "--spec-type" in rest or "LLAMA_ARG_SPEC_TYPE" in env
     max_n = max(n_values) if n_values else 0
-    p = parse_args(rest + ["--spec-draft-n-max", str(max_n)], "bench", env=env)
+    try:
+        p = parse_args(rest + ["--spec-draft-n-max", str(max_n)], "bench", env=env)
+    except ArgError as e:
+        if "synthetic acceptance" in str(e):
+            raise ArgError(f"{str(e).strip()} (give them for the largest --spec-draft-n-max, {max_n}: "
+                           f"each setting uses the first n_max of them)")
+        raise
 
     spec_type = p.spec_type if explicit_spec else "draft-mtp"
     if spec_type == "none":
@@ -275,12 +281,22 @@ def run_bench(argv: list) -> int:
         elif n_values and spec_type == "draft-mtp" and info and not info["has_mtp"]:
             raise BenchError(f"error: {model_path} has no MTP layers: --spec-type draft-mtp needs a model with "
                              f"nextn/MTP layers (use --spec-draft-n-max 0 for the baseline only)")
+        used = {e.name for e in engines}
+
+        def unique(name):
+            k, cand = 1, name
+            while cand in used:
+                k += 1
+                cand = f"{name}-{k}"
+            used.add(cand)
+            return cand
+
         for i, c in enumerate(server_cmds):
-            engines.append(ServerProcess(c, names[i] if i < len(names) else default_engine_name(c),
+            engines.append(ServerProcess(c, unique(names[i] if i < len(names) else default_engine_name(c)),
                                          startup_timeout=server_timeout))
         if opts["server"]:
             k = len(server_cmds)
-            eng = HTTPEngine(opts["server"], names[k] if k < len(names) else "server")
+            eng = HTTPEngine(opts["server"], unique(names[k] if k < len(names) else "server"))
             eng.check()
             engines.append(eng)
 
@@ -351,6 +367,10 @@ def run_bench(argv: list) -> int:
             e.close()
 
     settings = summarize(runs)
+    if p.spec_synth_len != -1.0 or p.spec_synth_rates:
+        for s in settings:
+            if s.n_max != 0:
+                s.synthetic, s.same_as_baseline = True, None
     meta = {"tool": "pyllm-bench", "model": model_path, "model_name": model_name, "threads": threads,
             "n_predict": n_predict, "repetitions": reps, "spec_type": spec_type, "n_max": [0] + n_values,
             "chat": use_chat, "engines": [e.name for e in engines],
@@ -368,7 +388,7 @@ def run_bench(argv: list) -> int:
             output.write_csv(opts["csv"], settings)
         if opts["plot"]:
             title = (f"{model_name}: generation tokens/s vs --spec-draft-n-max\n"
-                     f"{' vs '.join(e.name for e in engines)}, {threads} threads, {spec_type}, "
+                     f"{' vs '.join(e.name for e in engines)}, {threads} thread{'s' if threads != 1 else ''}, {spec_type}, "
                      f"n_predict {n_predict}, {reps} repetition(s)")
             output.plot(opts["plot"], settings, title)
     except OSError as e:
