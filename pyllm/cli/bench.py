@@ -201,7 +201,8 @@ def run_bench(argv: list) -> int:
     env.pop("LLAMA_ARG_SPEC_DRAFT_N_MAX", None)
     explicit_n = rng is not None
     n_values = parse_range(rng if rng is not None else "1-7")
-    explicit_spec = "--spec-type" in rest or "LLAMA_ARG_SPEC_TYPE" in env
+    flags = {a.replace("_", "-") if a.startswith("--") else a for a in rest}
+    explicit_spec = "--spec-type" in flags or "LLAMA_ARG_SPEC_TYPE" in env
     max_n = max(n_values) if n_values else 0
     try:
         p = parse_args(rest + ["--spec-draft-n-max", str(max_n)], "bench", env=env)
@@ -215,10 +216,15 @@ def run_bench(argv: list) -> int:
     if spec_type == "none":
         n_values = []
     n_predict = p.n_predict if p.n_predict > 0 else 256
-    reps = p.n_repetitions if ("-r" in rest or "--repetitions" in rest) else 3
+    reps = p.n_repetitions if ("-r" in flags or "--repetitions" in flags) else 3
     if reps < 1:
         raise UsageError("error: -r must be >= 1")
     threads = p.n_threads if p.n_threads > 0 else (os.cpu_count() or 1)
+    if p.n_threads <= 0 and opts["server_cmds"] and not opts["in_process"]:
+        import shlex
+        from pyllm.bench.runners import cmd_flag as _cf
+        t = _cf(shlex.split(opts["server_cmds"][0]), ("-t", "--threads"))
+        threads = int(t) if t and t.isdigit() else threads
     try:
         server_timeout = float(opts["server_timeout"])
     except ValueError:
