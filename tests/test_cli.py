@@ -90,9 +90,10 @@ def test_inspect_dispatch():
     assert r.returncode == 0 and "GGUF file:" in r.stdout and "qwen35" in r.stdout
 
 
-def test_bench_not_implemented_and_usage(capsys):
-    assert main(["bench"]) == 1
-    assert "not implemented yet" in capsys.readouterr().err
+def test_bench_dispatch_and_usage(capsys):
+    # `pyllm bench` is pyllm-bench: a model without MTP layers is a clear one-line error
+    assert main(["bench", "-m", "/nonexistent/x.gguf", "--spec-draft-n-max", "1"]) == 1
+    assert "x.gguf" in capsys.readouterr().err
     assert main([]) == 1
     assert main(["--help"]) == 0 and "generate" in capsys.readouterr().out
     assert main(["frobnicate"]) == 1 and "unknown command" in capsys.readouterr().err

@@ -8,7 +8,7 @@ USAGE = """usage: pyllm COMMAND [options]
 commands:
   generate   generate text from a prompt (llama.cpp flags: -m FILE -p PROMPT -n N ...; -h for all)
   inspect    print a GGUF file's metadata and tensors (pyllm inspect FILE [--json])
-  bench      benchmark prompt processing / generation (not implemented yet)
+  bench      throughput and MTP acceptance sweep over --spec-draft-n-max (same as pyllm-bench)
 
 the server is a separate command: pyllm-server (same flags as llama-server)
 """
