@@ -250,7 +250,7 @@ class Qwen35Model : public Model {
       float* u = Scratch::ensure(s.d, n * n_ff);
       matmul(tp, L.ffn_gate, xn, E, n, g, n_ff);
       matmul(tp, L.ffn_up, xn, E, n, u, n_ff);
-      for (int64_t i = 0; i < n * n_ff; i++) g[i] = silu(g[i]) * u[i];
+      for (int r = 0; r < n; r++) swiglu_row(g + r * n_ff, u + r * n_ff, g + r * n_ff, (int)n_ff);
       matmul(tp, L.ffn_down, g, n_ff, n, out, E);
       return;
     }
@@ -260,7 +260,7 @@ class Qwen35Model : public Model {
     float* d = Scratch::ensure(s.e, n * E);
     matmul(tp, L.shexp_gate, xn, E, n, g, n_ff_shexp);
     matmul(tp, L.shexp_up, xn, E, n, u, n_ff_shexp);
-    for (int64_t i = 0; i < n * n_ff_shexp; i++) g[i] = silu(g[i]) * u[i];
+    for (int r = 0; r < n; r++) swiglu_row(g + r * n_ff_shexp, u + r * n_ff_shexp, g + r * n_ff_shexp, (int)n_ff_shexp);
     matmul(tp, L.shexp_down, g, n_ff_shexp, n, d, E);
     for (int r = 0; r < n; r++) {
       float gs = 0;

@@ -132,10 +132,16 @@ static void dot_unsigned_q8_1(int n, float* s, const void* vx, const void* vy, s
 // ---------------------------------------------------------------- K-quants . Q8_K
 
 // Q4_K / Q5_K: per super-block, 4 chunks of 64 (two 32-sub-blocks: low and high nibbles).
+// The float side follows ggml's x86 kernels exactly (ggml_vec_dot_q4_K_q8_K / q5_K_q8_K, AVX2):
+// scales: 8 int32 lanes, acc = fma(y.d*d, sumi, acc); mins: 4 int32 lanes
+// (mn[2k]*(bs[4k]+bs[4k+1]) + mn[2k+1]*(bs[4k+2]+bs[4k+3])) with dmin' = -y.d*dmin, accumulated
+// as a 4-lane vector for Q4_K and as a scalar fma of their integer sum for Q5_K.
 template <bool Q5, int NR>
 static void dot_q45_K(int n, float* s, const void* vx, const void* vy, size_t by) {
-  __m256 acc[NR], accm[NR];
-  for (int r = 0; r < NR; r++) { acc[r] = _mm256_setzero_ps(); accm[r] = _mm256_setzero_ps(); }
+  __m256 acc[NR];
+  __m128 accm[NR];
+  float summs[NR];
+  for (int r = 0; r < NR; r++) { acc[r] = _mm256_setzero_ps(); accm[r] = _mm_setzero_ps(); summs[r] = 0.f; }
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   for (int i = 0; i < n / QK_K; i++) {
     const uint8_t* scales; const uint8_t* qs; const uint8_t* qhp = nullptr; half hd, hdmin;
@@ -162,6 +168,7 @@ static void dot_q45_K(int n, float* s, const void* vx, const void* vy, size_t by
         }
       }
     }
+    const __m128i mins16 = _mm_cvtepu8_epi16(_mm_set_epi8(0, 0, 0, 0, 0, 0, 0, 0, mn[7], mn[6], mn[5], mn[4], mn[3], mn[2], mn[1], mn[0]));
     const float d = h2f(hd), dmin = h2f(hdmin);
     for (int r = 0; r < NR; r++) {
       const block_q8_K* y = (const block_q8_K*)row(vy, by, r) + i;
@@ -170,16 +177,30 @@ static void dot_q45_K(int n, float* s, const void* vx, const void* vy, size_t by
         const __m256i p = dot_u8s8(wq[j], _mm256_loadu_si256((const __m256i*)(y->qs + 32 * j)));
         isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(p, _mm256_set1_epi32(sc[j])));
       }
-      // mins: sum_j mn[j] * (bsums[2j] + bsums[2j+1]) with 16-bit madd
       const __m256i bs = _mm256_loadu_si256((const __m256i*)y->bsums);
-      const __m256i mw = _mm256_cvtepu8_epi16(_mm_set_epi8(mn[7], mn[7], mn[6], mn[6], mn[5], mn[5], mn[4], mn[4],
-                                                           mn[3], mn[3], mn[2], mn[2], mn[1], mn[1], mn[0], mn[0]));
-      const __m256i msum = _mm256_madd_epi16(bs, mw);
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(y->d * d), acc[r]);
-      accm[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(y->d * dmin), accm[r]);
+      const __m128i q8s = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+      const __m128i prod = _mm_madd_epi16(mins16, q8s);
+      const float dm = -y->d * dmin;
+      if (Q5) {
+        __m128i h = _mm_add_epi32(prod, _mm_shuffle_epi32(prod, _MM_SHUFFLE(1, 0, 3, 2)));
+        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(2, 3, 0, 1)));
+        const __m128 t = _mm_fmadd_ss(_mm_set_ss(dm), _mm_cvtsi32_ss(_mm_setzero_ps(), _mm_cvtsi128_si32(h)), _mm_set_ss(summs[r]));
+        summs[r] = _mm_cvtss_f32(t);
+      } else {
+        accm[r] = _mm_fmadd_ps(_mm_set1_ps(dm), _mm_cvtepi32_ps(prod), accm[r]);
+      }
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y->d * d), _mm256_cvtepi32_ps(isum), acc[r]);
     }
   }
-  for (int r = 0; r < NR; r++) s[r] = hsum8(_mm256_sub_ps(acc[r], accm[r]));
+  for (int r = 0; r < NR; r++) {
+    if (Q5) {
+      s[r] = hsum8(acc[r]) + summs[r];
+    } else {
+      __m128 m = _mm_add_ps(accm[r], _mm_movehl_ps(accm[r], accm[r]));
+      m = _mm_add_ss(m, _mm_movehdup_ps(m));
+      s[r] = hsum8(acc[r]) + _mm_cvtss_f32(m);
+    }
+  }
 }
 
 // Q6_K: unsigned 6-bit q (0..63) . y, minus 32 * sum(y) through bsums.
