@@ -25,7 +25,7 @@ void rope_norm(float* x, int n_rot, const float* cs, const float* sn);
 void softmax_inplace(float* x, int n);
 static inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
 static inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-static inline float softplus(float x) { return x > 20.f ? x : std::log1p(std::exp(x)); }
+static inline float softplus(float x) { return x > 20.f ? x : std::log(1.0f + std::exp(x)); }  // as ggml
 float gelu(float x);  // tanh approximation, as ggml_gelu_f32
 
 // The activations as ggml's CPU backend computes them (bit-exact with an AVX-512 build), over one

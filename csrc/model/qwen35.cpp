@@ -8,6 +8,7 @@
 #include "cpu/delta_net.h"
 #include "cpu/moe.h"
 #include "cpu/ops.h"
+#include "ggml/vec_dot_ggml.h"
 #include "model/model.h"
 
 namespace pyllm {
@@ -263,8 +264,7 @@ class Qwen35Model : public Model {
     for (int r = 0; r < n; r++) swiglu_row(g + r * n_ff_shexp, u + r * n_ff_shexp, g + r * n_ff_shexp, (int)n_ff_shexp);
     matmul(tp, L.shexp_down, g, n_ff_shexp, n, d, E);
     for (int r = 0; r < n; r++) {
-      float gs = 0;
-      for (int64_t i = 0; i < E; i++) gs += L.shexp_gate_inp[i] * xn[r * E + i];
+      float gs = ggml_dot_f32(L.shexp_gate_inp.data(), xn + r * E, (int)E);
       gs = sigmoid(gs);
       for (int64_t i = 0; i < E; i++) out[r * E + i] += d[r * E + i] * gs;
     }

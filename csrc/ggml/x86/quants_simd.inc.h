@@ -203,6 +203,48 @@ static void dot_q45_K(int n, float* s, const void* vx, const void* vy, size_t by
   }
 }
 
+// Q4_K as llama.cpp computes it when the weight is repacked (CPU_REPACK, block_q4_Kx8 with
+// ggml_gemv/gemm_q4_K_8x8_q8_K; the default for MUL_MAT weights with a multiple of 8 rows on
+// AVX2 machines): per super-block the integer sums are reduced to one int32 each, then
+// acc = fma(isum, d*y.d, acc), accm = fma(imin, dmin*y.d, accm), result acc - accm.
+template <int NR>
+static void dot_q4_K_rp(int n, float* s, const void* vx, const void* vy, size_t by) {
+  float acc[NR], accm[NR];
+  for (int r = 0; r < NR; r++) { acc[r] = 0.f; accm[r] = 0.f; }
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  for (int i = 0; i < n / QK_K; i++) {
+    const block_q4_K& b = ((const block_q4_K*)vx)[i];
+    uint8_t sc[8], mn[8];
+    for (int j = 0; j < 8; j++) get_scale_min_k4(j, b.scales, &sc[j], &mn[j]);
+    __m256i wq[8];
+    for (int c = 0; c < 4; c++) {
+      const __m256i q = _mm256_loadu_si256((const __m256i*)(b.qs + 32 * c));
+      wq[2 * c] = _mm256_and_si256(q, m4);
+      wq[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    }
+    const __m128i mins16 = _mm_cvtepu8_epi16(_mm_set_epi8(0, 0, 0, 0, 0, 0, 0, 0, mn[7], mn[6], mn[5], mn[4], mn[3], mn[2], mn[1], mn[0]));
+    const float d = h2f(b.d), dmin = h2f(b.dmin);
+    for (int r = 0; r < NR; r++) {
+      const block_q8_K* y = (const block_q8_K*)row(vy, by, r) + i;
+      __m256i isum = _mm256_setzero_si256();
+      for (int j = 0; j < 8; j++) {
+        const __m256i p = dot_u8s8(wq[j], _mm256_loadu_si256((const __m256i*)(y->qs + 32 * j)));
+        isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(p, _mm256_set1_epi32(sc[j])));
+      }
+      const __m256i bs = _mm256_loadu_si256((const __m256i*)y->bsums);
+      const __m128i q8s = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+      const __m128i pr = _mm_madd_epi16(mins16, q8s);
+      __m128i hm = _mm_add_epi32(pr, _mm_shuffle_epi32(pr, _MM_SHUFFLE(1, 0, 3, 2)));
+      hm = _mm_add_epi32(hm, _mm_shuffle_epi32(hm, _MM_SHUFFLE(2, 3, 0, 1)));
+      const int imin = _mm_cvtsi128_si32(hm);
+      const int is = hsum8i(isum);
+      acc[r] = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss((float)is), _mm_set_ss(d * y->d), _mm_set_ss(acc[r])));
+      accm[r] = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss((float)imin), _mm_set_ss(dmin * y->d), _mm_set_ss(accm[r])));
+    }
+  }
+  for (int r = 0; r < NR; r++) s[r] = acc[r] - accm[r];
+}
+
 // Q6_K: unsigned 6-bit q (0..63) . y, minus 32 * sum(y) through bsums.
 template <int NR>
 static void dot_q6_K(int n, float* s, const void* vx, const void* vy, size_t by) {
@@ -281,6 +323,8 @@ template <bool Q5> static void vd_q45_K(int n, float* s, const void* x, const vo
 template <bool Q5> static void vd4_q45_K(int n, float* s, const void* x, const void* y, size_t by) { dot_q45_K<Q5, 4>(n, s, x, y, by); }
 static void vd_q6_K(int n, float* s, const void* x, const void* y) { dot_q6_K<1>(n, s, x, y, 0); }
 static void vd4_q6_K(int n, float* s, const void* x, const void* y, size_t by) { dot_q6_K<4>(n, s, x, y, by); }
+static void vd_q4_K_rp(int n, float* s, const void* x, const void* y) { dot_q4_K_rp<1>(n, s, x, y, 0); }
+static void vd4_q4_K_rp(int n, float* s, const void* x, const void* y, size_t by) { dot_q4_K_rp<4>(n, s, x, y, by); }
 static void vd_iq4_xs(int n, float* s, const void* x, const void* y) { dot_iq4_xs<1>(n, s, x, y, 0); }
 static void vd4_iq4_xs(int n, float* s, const void* x, const void* y, size_t by) { dot_iq4_xs<4>(n, s, x, y, by); }
 
@@ -294,6 +338,7 @@ static void install_quant_kernels(type_traits* t, bool with4) {
   put(GGML_TYPE_Q4_1, vd_unsigned<W_q4_1>, vd4_unsigned<W_q4_1>);
   put(GGML_TYPE_Q5_1, vd_unsigned<W_q5_1>, vd4_unsigned<W_q5_1>);
   put(GGML_TYPE_Q4_K, vd_q45_K<false>, vd4_q45_K<false>);
+  t[GGML_TYPE_Q4_K].vec_dot_rp = vd_q4_K_rp;
   put(GGML_TYPE_Q5_K, vd_q45_K<true>, vd4_q45_K<true>);
   put(GGML_TYPE_Q6_K, vd_q6_K, vd4_q6_K);
   put(GGML_TYPE_IQ4_XS, vd_iq4_xs, vd4_iq4_xs);
