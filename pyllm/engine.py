@@ -23,36 +23,17 @@ from typing import Optional
 
 from .args import Params
 
-try:  # the real chat module (jinja2, llama.cpp helpers); a ChatML fallback until it lands
-    from . import chat as _chat  # type: ignore
-except Exception:  # pragma: no cover - depends on which branches are merged
-    _chat = None
+from .chat import BUILTIN_TEMPLATES, apply_chat_template as _apply_chat_template, resolve_chat_template
 
-CHATML_TEMPLATE = (
-    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
-    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
-
-
-def _render_fallback(template, messages, add_generation_prompt=True, bos_token="", eos_token="", tools=None, **extra):
-    import jinja2
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    def raise_exception(msg):
-        raise jinja2.exceptions.TemplateError(msg)
-
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-    env.globals["raise_exception"] = raise_exception
-    t = env.from_string(template or CHATML_TEMPLATE)
-    return t.render(messages=messages, add_generation_prompt=add_generation_prompt, bos_token=bos_token,
-                    eos_token=eos_token, tools=tools, **extra)
+CHATML_TEMPLATE = BUILTIN_TEMPLATES["chatml"]
 
 
 def apply_chat_template(template, messages, add_generation_prompt=True, bos_token="", eos_token="", tools=None,
                         **extra) -> str:
-    if _chat is not None and hasattr(_chat, "apply_chat_template"):
-        return _chat.apply_chat_template(template, messages, add_generation_prompt=add_generation_prompt,
-                                         bos_token=bos_token, eos_token=eos_token, tools=tools, **extra)
-    return _render_fallback(template, messages, add_generation_prompt, bos_token, eos_token, tools, **extra)
+    """Render `template` (a built-in name or jinja source) with pyllm.chat."""
+    return _apply_chat_template(resolve_chat_template(template), messages,
+                                add_generation_prompt=add_generation_prompt, bos_token=bos_token,
+                                eos_token=eos_token, tools=tools, **extra)
 
 
 def load_core(name: Optional[str] = None):
@@ -80,6 +61,14 @@ class Event:
     data: dict = field(default_factory=dict)
 
 
+
+def make_context(core, model, p, n_ctx: int, n_seq: int, n_threads: int, spec: str):
+    """The core Context for parsed llama.cpp flags: the one place flags become core parameters."""
+    return core.Context(model, n_ctx, n_seq, n_batch=p.n_batch, n_ubatch=p.n_ubatch, n_threads=n_threads,
+                        spec_type=spec, n_max=p.spec_draft_n_max, n_min=p.spec_draft_n_min,
+                        p_min=p.spec_draft_p_min, synth_len=float(p.spec_synth_len),  # -1 = unset, as upstream
+                        synth_rates=[float(x) for x in p.spec_synth_rates])
+
 class EngineError(Exception):
     def __init__(self, message, code=500, type_="server_error", extra=None):
         super().__init__(message)
@@ -104,6 +93,7 @@ class Task:
     stream: bool = False
     index: int = 0                        # position in a multi-prompt / n>1 request
     params_json: Optional[dict] = None    # task_params JSON shown by /slots
+    timings_per_token: bool = False       # partial results carry timings (llama-server's timings_per_token)
     id: int = field(default_factory=lambda: next(_task_ids))
     # filled in by the engine
     queue: Optional[asyncio.Queue] = None
@@ -131,6 +121,7 @@ class _Running:
         self.truncated = False
         self.done = False
         self.n_cached = 0
+        self.t_first = None
         self.max_stop = max((len(s) for s in task.stop), default=0)
 
 
@@ -182,12 +173,10 @@ class Engine:
         p = self.params
         spec = p.spec_type if p.speculative else "none"
         n_threads = p.n_threads if p.n_threads > 0 else max(1, min(os.cpu_count() or 1, 4))
-        self.model = self.core.Model(p.model, n_threads=n_threads, load_mtp=(spec == "draft-mtp"))
+        self.model = self.core.Model(p.model, load_mtp=(spec == "draft-mtp"))
         n_ctx = p.n_ctx if p.n_ctx > 0 else int(getattr(self.model, "n_ctx_train", 4096) or 4096)
         self.n_ctx = n_ctx
-        self.ctx = self.core.Context(self.model, n_ctx, self.n_slots, n_batch=p.n_batch, n_ubatch=p.n_ubatch,
-                                     n_threads=n_threads, spec_type=spec, n_max=p.spec_draft_n_max,
-                                     n_min=p.spec_draft_n_min, p_min=p.spec_draft_p_min)
+        self.ctx = make_context(self.core, self.model, p, n_ctx, self.n_slots, n_threads, spec)
         self.n_ctx_slot = int(getattr(self.ctx, "n_ctx_seq", n_ctx // self.n_slots))
         self.spec = spec
         self.loaded = True
@@ -266,8 +255,11 @@ class Engine:
             params["n_probs"] = task.n_probs
             params["cache_prompt"] = task.cache_prompt
             try:
-                n_cached = self.ctx.seq_begin(slot, task.prompt, params)
-            except ValueError as e:
+                if not task.cache_prompt:  # the core always reuses the common prefix: drop it first
+                    self.ctx.seq_clear(slot)
+                    self._slot_tokens[slot] = []
+                n_cached = self.ctx.seq_begin(self.model, slot, task.prompt, params)
+            except (ValueError, IndexError) as e:
                 self._emit(task, Event("error", data={"code": 400, "type": "invalid_request_error", "message": str(e)}))
                 continue
             except Exception as e:  # pragma: no cover
@@ -311,9 +303,15 @@ class Engine:
                                                                   "message": str(e)}))
                         del self._running[slot]
                 continue
+            try:
+                g = self.ctx.global_stats()
+            except Exception:
+                g = None
             with self._cond:
                 self.metrics["n_decode_total"] += 1
                 self.metrics["n_busy_slots_total"] += n_busy
+                if g is not None:
+                    self._apply_global_stats(g)
                 for r in results:
                     slot = r["seq"]
                     run = self._running.get(slot)
@@ -328,6 +326,16 @@ class Engine:
                         continue
                     self._on_result(slot, run, r)
 
+    def _apply_global_stats(self, g: dict):
+        """llamacpp:spec_decode_* counters come from the core's global statistics."""
+        m = self.metrics
+        m["spec_decode_num_draft_tokens_total"] = int(g.get("n_draft", 0) or 0)
+        m["spec_decode_num_accepted_tokens_total"] = int(g.get("n_draft_accepted", 0) or 0)
+        m["spec_decode_num_drafts_total"] = int(g.get("n_drafts", 0) or 0)
+        if self.spec != "none":
+            m["accepted_per_pos"] = [int(v) for v in (g.get("n_accepted_per_pos") or [])]
+            m["spec_seen"] = True
+
     def _on_result(self, slot: int, run: _Running, r: dict):
         task = run.task
         model = self.model
@@ -336,6 +344,8 @@ class Engine:
         new_text = ""
         stop_now = False
         run.toks_pending.extend(toks)
+        if toks and run.t_first is None:
+            run.t_first = time.perf_counter()
         for i, tok in enumerate(toks):
             run.tokens.append(tok)
             self._slot_tokens[slot].append(tok)
@@ -381,8 +391,16 @@ class Engine:
                 pr, run.probs_pending = run.probs_pending, []
             run.n_sent = end
             sent_toks, run.toks_pending = run.toks_pending, []
-            self._emit(task, Event("token", text=chunk, tokens=sent_toks, probs=pr,
-                                   data={"n_decoded": run.n_decoded}))
+            data = {"n_decoded": run.n_decoded}
+            if task.timings_per_token:
+                try:
+                    st = dict(self.ctx.seq_stats(slot))
+                except Exception:
+                    st = {}
+                if run.t_first is not None and not float(st.get("t_gen_ms", 0) or 0):
+                    st["t_gen_ms"] = (time.perf_counter() - run.t_first) * 1e3
+                data["timings"] = self._timings(run, st)
+            self._emit(task, Event("token", text=chunk, tokens=sent_toks, probs=pr, data=data))
         if done:
             self._finish_slot(slot, run, deliver=True)
 
@@ -446,21 +464,22 @@ class Engine:
         if run.n_decoded > 1:
             self._bucket["n_pred"] += run.n_decoded - 1
             self._bucket["t_pred"] += timings["predicted_ms"]
-        if int(st.get("n_draft", 0) or 0) > 0:
+        t = timings
+        log(f"id {slot:2d} | task {run.task.id} | \n"
+            f"prompt eval time = {t['prompt_ms']:10.2f} ms / {t['prompt_n']:5d} tokens "
+            f"({t['prompt_per_token_ms']:8.2f} ms per token, {t['prompt_per_second']:8.2f} tokens per second)\n"
+            f"       eval time = {t['predicted_ms']:10.2f} ms / {t['predicted_n']:5d} tokens "
+            f"({t['predicted_per_token_ms']:8.2f} ms per token, {t['predicted_per_second']:8.2f} tokens per second)\n"
+            f"      total time = {t['prompt_ms'] + t['predicted_ms']:10.2f} ms / {t['prompt_n'] + t['predicted_n']:5d} tokens",
+            "slot", "print_timing")
+        if self.spec != "none" and int(st.get("n_verif_steps", 0) or 0) > 0:
             m["spec_seen"] = True
-            m["spec_decode_num_draft_tokens_total"] += int(st.get("n_draft", 0))
-            m["spec_decode_num_accepted_tokens_total"] += int(st.get("n_draft_accepted", 0))
-            m["spec_decode_num_drafts_total"] += int(st.get("n_verif_steps", 0))
-            app = list(st.get("n_accepted_per_pos") or [])
-            if len(m["accepted_per_pos"]) < len(app):
-                m["accepted_per_pos"] += [0] * (len(app) - len(m["accepted_per_pos"]))
-            for i, v in enumerate(app):
-                m["accepted_per_pos"][i] += int(v)
-            n_v = int(st.get("n_verif_steps", 0)) or 1
-            acc = int(st.get("n_draft_accepted", 0))
-            gen = int(st.get("n_draft", 0))
-            log(f"slot print_timing: id {slot:2d} | task {run.task.id} | draft acceptance = {acc / gen:0.5f} "
-                f"({acc:5d} accepted / {gen:5d} generated), mean len = {1 + acc / n_v:5.2f}", "srv")
+            try:
+                line = self.ctx.acceptance_line(slot)
+            except Exception:
+                line = ""
+            if line:
+                log(f"id {slot:2d} | task {run.task.id} | {line}", "slot", "print_timing")
         if not deliver:
             return
         final = {
@@ -475,7 +494,7 @@ class Engine:
     def _timings(self, run: _Running, st: dict) -> dict:
         n_prompt_total = len(run.task.prompt)
         cache_n = int(st.get("n_cached", run.n_cached))
-        prompt_n = int(st.get("n_prompt", n_prompt_total - cache_n))
+        prompt_n = max(0, int(st.get("n_prompt", n_prompt_total)) - cache_n)
         prompt_ms = float(st.get("t_prompt_ms", 0.0) or 0.0)
         n = run.n_decoded
         pred_ms = float(st.get("t_gen_ms", 0.0) or 0.0)
@@ -493,7 +512,7 @@ class Engine:
             "predicted_per_second": 1e3 / pred_ms * (n - 1) if n > 1 and pred_ms > 0 else 0.0,
         }
         n_draft = int(st.get("n_draft", 0) or 0)
-        if n_draft > 0:
+        if n_draft > 0 or (self.spec != "none" and int(st.get("n_verif_steps", 0) or 0) > 0):
             t["draft_n"] = n_draft
             t["draft_n_accepted"] = int(st.get("n_draft_accepted", 0) or 0)
         return t

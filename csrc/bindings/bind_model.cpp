@@ -99,7 +99,7 @@ void bind_model(nb::module_& m) {
 
   nb::class_<Context>(m, "Context")
       .def("__init__", [](Context* self, PyModel& model, int n_ctx, int n_seq, int n_batch, int n_ubatch, int n_threads,
-                          const std::string& spec_type, int n_max, int n_min, float p_min, int synth_len, std::vector<float> synth_rates) {
+                          const std::string& spec_type, int n_max, int n_min, float p_min, double synth_len, std::vector<double> synth_rates) {
         SpecParams sp;
         sp.type = spec_type; sp.n_max = n_max; sp.n_min = n_min; sp.p_min = p_min;
         sp.synth_len = synth_len; sp.synth_rates = std::move(synth_rates);
@@ -107,7 +107,7 @@ void bind_model(nb::module_& m) {
         new (self) Context(*model.m, n_ctx, n_seq, n_batch, n_ubatch, n_threads, sp);
       }, nb::arg("model"), nb::arg("n_ctx"), nb::arg("n_seq") = 1, nb::arg("n_batch") = 2048, nb::arg("n_ubatch") = 512,
          nb::arg("n_threads") = 2, nb::arg("spec_type") = "none", nb::arg("n_max") = 3, nb::arg("n_min") = 0,
-         nb::arg("p_min") = 0.0f, nb::arg("synth_len") = 0, nb::arg("synth_rates") = std::vector<float>{},
+         nb::arg("p_min") = 0.0f, nb::arg("synth_len") = -1.0, nb::arg("synth_rates") = std::vector<double>{},
          nb::keep_alive<1, 2>())
       .def_prop_ro("n_ctx_seq", &Context::n_ctx_seq)
       .def_prop_ro("n_seq", &Context::n_seq)
@@ -120,6 +120,7 @@ void bind_model(nb::module_& m) {
           sp.ignore_eos = true;
           p2["eog_tokens"] = model.m->eog_ids;
         }
+        if (params.contains("seed") && !params["seed"].is_none()) sp.seed = (uint32_t)nb::cast<int64_t>(params["seed"]);
         if (params.contains("n_predict") && !params["n_predict"].is_none()) sp.n_predict = nb::cast<int>(params["n_predict"]);
         if (params.contains("n_probs") && !params["n_probs"].is_none()) sp.n_probs = nb::cast<int>(params["n_probs"]);
         SamplerParams spar = params_from_dict(p2);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "cpu/ops.h"
 #include "ggml/fp16.h"
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -44,6 +45,49 @@ static const bool kHasF16C = __builtin_cpu_supports("avx2") && __builtin_cpu_sup
 #else
 static const bool kHasF16C = false;
 #endif
+
+#if defined(__x86_64__)
+__attribute__((target("avx2,f16c"))) static void f16_row_f16c(const uint16_t* x, float* y, int n) {
+  int i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(x + i))));
+  for (; i < n; i++) y[i] = fp16_to_fp32(x[i]);
+}
+__attribute__((target("avx2,fma"))) static float dot_f32_avx2(const float* a, const float* b, int n) {
+  __m256 acc = _mm256_setzero_ps();
+  int i = 0;
+  for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+  s = _mm_hadd_ps(s, s); s = _mm_hadd_ps(s, s);
+  float r = _mm_cvtss_f32(s);
+  for (; i < n; i++) r += a[i] * b[i];
+  return r;
+}
+__attribute__((target("avx2,fma"))) static void axpy_f32_avx2(float* y, const float* x, float a, int n) {
+  const __m256 va = _mm256_set1_ps(a);
+  int i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; i++) y[i] += a * x[i];
+}
+#endif
+
+void f16_to_f32_row(const uint16_t* x, float* y, int n) {
+#if defined(__x86_64__)
+  if (kHasF16C) { f16_row_f16c(x, y, n); return; }
+#endif
+  for (int i = 0; i < n; i++) y[i] = fp16_to_fp32(x[i]);
+}
+float dot_f32(const float* a, const float* b, int n) {
+#if defined(__x86_64__)
+  if (kHasF16C) return dot_f32_avx2(a, b, n);
+#endif
+  float r = 0; for (int i = 0; i < n; i++) r += a[i] * b[i]; return r;
+}
+void axpy_f32(float* y, const float* x, float a, int n) {
+#if defined(__x86_64__)
+  if (kHasF16C) { axpy_f32_avx2(y, x, a, n); return; }
+#endif
+  for (int i = 0; i < n; i++) y[i] += a * x[i];
+}
 
 float dot_f32_f16(const float* a, const uint16_t* b, int n) {
 #if defined(__x86_64__)
@@ -231,6 +275,7 @@ void attention(ThreadPool& tp, Memory& mem, int il, const ForwardIn& in, const f
     store_f16(mem.k_ptr(il, in.seq[r], in.pos[r]), k + r * nk, (int)nk);
     store_f16(mem.v_ptr(il, in.seq[r], in.pos[r]), v + r * nv, (int)nv);
   }
+  // one task per (row, head), as ggml's kernel: every head reads its kv head's f16 K/V rows
   const int ratio = p.H / p.Hkv;
   const int64_t total = (int64_t)n * p.H;
   // ggml: scale /= softcap; s = s*scale; s = softcap*tanhf(s)
@@ -269,7 +314,7 @@ void attention(ThreadPool& tp, Memory& mem, int il, const ForwardIn& in, const f
   // each (row, head) is independent; dispatch only when there is enough work
   int64_t work = 0;
   for (int r = 0; r < n; r++) work += in.pos[r] + 1;
-  if (work * p.H * p.Dk < 32768) body(0, total); else tp.parallel_for(total, body);
+  if (work * p.H * p.Dk < 65536) body(0, total); else tp.parallel_for(total, body);
 }
 
 }  // namespace pyllm

@@ -67,8 +67,8 @@ void gated_delta_net(ThreadPool& tp, Memory& mem, int il, int seq, bool snap, in
         // gated RMSNorm: RMS(o, norm) * SiLU(z)
         float* dst = out + (int64_t)i * value_dim + h * p.dv;
         rms_norm(o.data(), p.norm_w, dst, p.dv, p.eps);
-        silu_row(z + (int64_t)i * value_dim + h * p.dv, zs.data(), p.dv);
-        for (int c = 0; c < p.dv; c++) dst[c] *= zs[c];
+        const float* zr = z + (int64_t)i * value_dim + h * p.dv;  // already SiLU(z)
+        for (int c = 0; c < p.dv; c++) dst[c] *= zr[c];
       }
     }
   };

@@ -16,8 +16,8 @@ struct GDNParams {
   const float* norm_w;   // [dv]
 };
 
-// u: [n][conv_dim] = Wqkv x (conv input), z: [n][H_v*dv], b: [n][H_v] (pre-sigmoid beta),
-// a: [n][H_v] (alpha logits). out: [n][H_v*dv] = RMS(o, norm_w) * SiLU(z).
+// u: [n][conv_dim] = Wqkv x (conv input), z: [n][H_v*dv] = SiLU(Wgate x), b: [n][H_v] (pre-sigmoid beta),
+// a: [n][H_v] (alpha logits). out: [n][H_v*dv] = RMS(o, norm_w) * z.
 void gated_delta_net(ThreadPool& tp, Memory& mem, int il, int seq, bool snap, int n, const float* u,
                      const float* z, const float* b, const float* a, float* out, const GDNParams& p);
 

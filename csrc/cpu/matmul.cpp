@@ -47,7 +47,7 @@ void matmul_q(ThreadPool& tp, const Weight& W, const QuantActs& qa, float* Y, in
   const int64_t N = W.ne[1];
   // tiny matrices (per-head norms, routers) are not worth a dispatch
   const int64_t work = N * W.ne[0] * qa.B;
-  if (work < 65536 || tp.n_threads() == 1) { mm_rows(W, qa, Y, ldy, 0, N); return; }
+  if (work < 262144 || tp.n_threads() == 1) { mm_rows(W, qa, Y, ldy, 0, N); return; }  // < ~20 us: not worth a dispatch
   tp.run([&](int ith, int nth) {
     // chunks of 16 rows (interleaved) keep threads balanced when N is small
     const int64_t CH = 16;

@@ -12,6 +12,29 @@
 
 namespace pyllm {
 
+static void silu_free_expf16(float* t);
+
+#if defined(PYLLM_X86)
+namespace x86_avx512 {
+double exp_sub_sum(float* x, int64_t n, float mx);
+}  // namespace x86_avx512
+static const bool kAvx512 = __builtin_cpu_supports("avx512f");
+#endif
+
+// silu_mul / silu_inplace: the ggml-exact SiLU (see silu_row) over a contiguous run; rows whose
+// length is a multiple of 16 give the same bits as row-by-row calls
+void silu_mul(float* g, const float* u, int64_t n) { swiglu_row(g, u, g, (int)n); }
+void silu_inplace(float* x, int64_t n) { silu_row(x, x, (int)n); }
+
+double exp_sub_sum(float* x, int64_t n, float mx) {
+#if defined(PYLLM_X86)
+  if (kAvx512) return x86_avx512::exp_sub_sum(x, n, mx);
+#endif
+  double sum = 0;
+  for (int64_t i = 0; i < n; i++) { x[i] = std::exp(x[i] - mx); sum += x[i]; }
+  return sum;
+}
+
 void rms_norm(const float* x, const float* w, float* y, int n, float eps) {
   double sum = 0;  // ggml accumulates the f32 squares in double (ggml_float)
   for (int i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
@@ -61,12 +84,25 @@ void rope_norm(float* x, int n_rot, const float* cs, const float* sn) {
 }
 
 void softmax_inplace(float* x, int n) {
+  // ggml soft_max: max, then ggml_vec_soft_max_f32 (ggml_v_expf in blocks of 16, expf tail, sum in
+  // double), then scale by (float)(1/sum)
   float mx = -INFINITY;
   for (int i = 0; i < n; i++) mx = std::max(mx, x[i]);
   double sum = 0;
-  for (int i = 0; i < n; i++) { x[i] = std::exp(x[i] - mx); sum += x[i]; }
+  int i = 0;
+  for (; i + 15 < n; i += 16) {
+    float t[16];
+    for (int l = 0; l < 16; l++) t[l] = x[i + l] - mx;
+    silu_free_expf16(t);
+    for (int l = 0; l < 16; l++) x[i + l] = t[l];
+    float a[8], b[4];
+    for (int l = 0; l < 8; l++) a[l] = t[l + 8] + t[l];
+    for (int l = 0; l < 4; l++) b[l] = a[l + 4] + a[l];
+    sum += (double)((b[0] + b[2]) + (b[1] + b[3]));  // _mm512_reduce_add_ps
+  }
+  for (; i < n; i++) { const float v = std::exp(x[i] - mx); sum += (double)v; x[i] = v; }
   const float inv = (float)(1.0 / sum);
-  for (int i = 0; i < n; i++) x[i] *= inv;
+  for (int k = 0; k < n; k++) x[k] *= inv;
 }
 
 float gelu(float x) {
@@ -115,6 +151,7 @@ PYLLM_AVX512_TGT static inline __m512 v_silu_16(__m512 x) {
   const __m512 neg_x = _mm512_sub_ps(_mm512_setzero_ps(), x);
   return _mm512_div_ps(x, _mm512_add_ps(one, v_expf_16(neg_x)));
 }
+PYLLM_AVX512_TGT static void expf16_avx512(float* t) { _mm512_storeu_ps(t, v_expf_16(_mm512_loadu_ps(t))); }
 PYLLM_AVX512_TGT static int silu_avx512(const float* x, const float* g, float* y, int n) {
   int i = 0;
   for (; i + 15 < n; i += 16) {
@@ -127,6 +164,13 @@ PYLLM_AVX512_TGT static int silu_avx512(const float* x, const float* g, float* y
 static const bool kSiluAvx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
                                 __builtin_cpu_supports("fma");
 #endif
+
+static void silu_free_expf16(float* t) {
+#if defined(__x86_64__)
+  if (kSiluAvx512) { expf16_avx512(t); return; }
+#endif
+  for (int l = 0; l < 16; l++) t[l] = v_expf_1(t[l]);
+}
 
 static void silu_impl(const float* x, const float* g, float* y, int n) {
   int i = 0;

@@ -26,7 +26,9 @@ void ThreadPool::worker(int ith) {
     // spin briefly (the next op usually follows within microseconds), then sleep
     int spins = 0;
     while (gen_.load(std::memory_order_acquire) == seen) {
-      if (++spins < 20000) { PYLLM_PAUSE(); continue; }
+      // ~0.1-0.3 ms of spinning covers the gap between ops of one forward; then sleep so an idle or
+      // oversubscribed machine is not burned
+      if (++spins < 2048) { PYLLM_PAUSE(); continue; }
       std::unique_lock<std::mutex> lk(mu_);
       sleepers_.fetch_add(1);
       cv_.wait(lk, [&] { return gen_.load(std::memory_order_acquire) != seen; });
@@ -51,7 +53,10 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
   }
   if (sleepers_.load() > 0) cv_.notify_all();
   fn(0, n_threads_);
-  while (pending_.load(std::memory_order_acquire) != 0) PYLLM_PAUSE();
+  // a worker may have been descheduled: after a short spin, give it the core
+  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; spins++) {
+    if (spins < 4096) PYLLM_PAUSE(); else std::this_thread::yield();
+  }
 }
 
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t min_per_thread) {

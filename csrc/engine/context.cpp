@@ -29,11 +29,12 @@ Context::Context(const Model& model, int n_ctx, int n_seq, int n_batch, int n_ub
   n_ctx_seq_ = n_ctx / n_seq;
   if (spec_.type != "none" && spec_.type != "draft-mtp")
     throw std::invalid_argument("speculative type '" + spec_.type + "' is not supported by pyllm");
-  if (spec_.type == "draft-mtp" && spec_.n_max > 0 && spec_.synth_len == 0 && spec_.synth_rates.empty()) {
+  if (spec_.type == "draft-mtp" && spec_.n_max > 0) {
     if (!model.file_has_mtp())
       throw std::invalid_argument("--spec-type draft-mtp: the model '" + model.gguf().path() + "' has no MTP layers (nextn_predict_layers = 0 or no blk.N.nextn.* tensors)");
     if (!model.has_mtp()) throw std::invalid_argument("--spec-type draft-mtp: the model was loaded without its MTP layer (load_mtp=False)");
   }
+  resolve_synth();
   // verification of [last, d1..dn] needs n_max+1 recurrent planes; the batch must fit one ubatch
   const int n_planes = spec_.enabled() ? spec_.n_max + 1 : 1;
   if (spec_.enabled() && n_ubatch_ < spec_.n_max + 1) n_ubatch_ = spec_.n_max + 1;
@@ -41,6 +42,48 @@ Context::Context(const Model& model, int n_ctx, int n_seq, int n_batch, int n_ub
   if (spec_.enabled() && model.has_mtp()) mtp_mem_ = model.create_mtp_memory(n_seq, n_ctx_seq_);
   seqs_.resize(n_seq);
   for (auto& s : seqs_) s.pending_h.assign(model.n_embd, 0.f);
+}
+
+// --spec-synth-len / --spec-synth-rates (benchmarking only): per-position unconditional acceptance
+// rates, validated as upstream does; drafts are accepted at random with the conditional rate.
+void Context::resolve_synth() {
+  const bool has_len = spec_.synth_len >= 0, has_rates = !spec_.synth_rates.empty();
+  if (!has_len && !has_rates) return;
+  if (has_len && has_rates) throw std::invalid_argument("synthetic acceptance length and rates are mutually exclusive");
+  const int n_max = spec_.enabled() ? spec_.n_max : 0;
+  if (n_max <= 0) throw std::invalid_argument("synthetic acceptance requires at least one speculative token");
+  std::vector<double> rates;
+  if (has_rates) {
+    rates = spec_.synth_rates;
+    if ((int)rates.size() != n_max)
+      throw std::invalid_argument("synthetic acceptance rates must contain " + std::to_string(n_max) + " values, got " + std::to_string(rates.size()));
+    for (size_t i = 0; i < rates.size(); i++) {
+      if (!std::isfinite(rates[i]) || rates[i] < 0.0 || rates[i] > 1.0) throw std::invalid_argument("synthetic acceptance rates must be finite and within [0, 1]");
+      if (i > 0 && rates[i] > rates[i - 1]) throw std::invalid_argument("synthetic acceptance rates must be monotonically non-increasing");
+    }
+  } else {
+    const double L = spec_.synth_len, Lmax = n_max + 1.0;
+    if (!std::isfinite(L) || L < 1.0 || L > Lmax)
+      throw std::invalid_argument("synthetic acceptance length must be finite and within [1, " + std::to_string((int)Lmax) + "]");
+    // geometric rates p, p^2, ... whose sum is L - 1 (bisection)
+    double p = 0.0;
+    if (L == Lmax) p = 1.0;
+    else if (L > 1.0) {
+      double lo = 0.0, hi = 1.0;
+      for (int it = 0; it < 32; it++) {
+        const double mid = 0.5 * (lo + hi);
+        double sum = 0, term = mid;
+        for (int j = 0; j < n_max; j++) { sum += term; term *= mid; }
+        (sum < L - 1.0 ? lo : hi) = mid;
+      }
+      p = 0.5 * (lo + hi);
+    }
+    double r = p;
+    for (int i = 0; i < n_max; i++) { rates.push_back(r); r *= p; }
+  }
+  double prev = 1.0;
+  for (double r : rates) { spec_.synth_probs.push_back(prev > 0.0 ? r / prev : 0.0); prev = r; }
+  std::fprintf(stderr, "synthetic speculative acceptance is enabled for benchmarking; generated output is not valid\n");
 }
 
 int Context::n_active() const {
@@ -83,10 +126,17 @@ int Context::seq_begin(int seq, const std::vector<int32_t>& prompt, SeqParams pa
   s.stats.n_cached = n_cached;
   s.stats.n_accepted_per_pos.assign(std::max(spec_.n_max, 0), 0);
   s.t_start = clock_t_::now();
+  s.synth_rng.seed(s.params.seed == 0xFFFFFFFFu ? std::random_device{}() : s.params.seed);
   return n_cached;
 }
 
+void Context::check_seq(int seq) const {
+  if (seq < 0 || seq >= (int)seqs_.size())
+    throw std::out_of_range("sequence id " + std::to_string(seq) + " out of range [0, " + std::to_string(seqs_.size()) + ")");
+}
+
 void Context::seq_end(int seq) {
+  check_seq(seq);
   Seq& s = seqs_.at(seq);
   if (s.active && s.generating) s.stats.t_gen_ms = ms_since(s.t_gen_start);
   s.active = false;
@@ -95,6 +145,7 @@ void Context::seq_end(int seq) {
 }
 
 void Context::seq_clear(int seq) {
+  check_seq(seq);
   seq_end(seq);
   Seq& s = seqs_.at(seq);
   s.cache.clear();
@@ -104,7 +155,9 @@ void Context::seq_clear(int seq) {
 }
 
 void Context::seq_rm(int seq, int p0) {
+  check_seq(seq);
   Seq& s = seqs_.at(seq);
+  if (p0 < 0) p0 = 0;  // llama.cpp: p0 < 0 means from the start
   mem_->seq_rm(seq, p0);
   if (mtp_mem_) mtp_mem_->seq_rm(seq, p0);
   if ((int)s.cache.size() > p0) s.cache.resize(p0);
@@ -296,13 +349,7 @@ void Context::generate_step(std::vector<StepOutput>& outs) {
     n_draft_max[g] = std::max(0, m);
   }
   std::vector<std::vector<int32_t>> drafts(gen.size());
-  if (spec_.enabled()) {
-    if (!spec_.synth_rates.empty() || spec_.synth_len > 0) {
-      // synthetic drafts are filled in after verification (they are the target's own tokens)
-    } else {
-      drafts = draft(gen, n_draft_max);
-    }
-  }
+  if (spec_.enabled()) drafts = draft(gen, n_draft_max);
   // verification batch: [last, d1..dn] per sequence, logits for every row
   std::vector<int32_t> tokens, pos, seqs, rows;
   std::vector<int> row0(gen.size());
@@ -336,12 +383,19 @@ void Context::generate_step(std::vector<StepOutput>& outs) {
     // sample_and_accept_n: the target is sampled normally at each row; a draft survives while it
     // equals the sampled token; stop after an end-of-generation token
     std::vector<int32_t> acc;
+    const bool synth = !spec_.synth_probs.empty();
+    std::uniform_real_distribution<double> unif(0.0, 1.0);
     for (int i = 0; i <= nd; i++) {
       const float* lg = logits.data() + (size_t)(row0[g] + i) * V;
       const int32_t id = s.sampler->sample(lg, (int)V);
+      if (synth && i < nd && unif(s.synth_rng) < spec_.synth_probs[i] && !model_.is_eog(d[i])) {
+        s.sampler->accept(d[i]);  // benchmark mode: the draft is kept whatever the target said
+        acc.push_back(d[i]);
+        continue;
+      }
       s.sampler->accept(id);
       acc.push_back(id);
-      if (i == nd || d[i] != id || model_.is_eog(id)) break;
+      if (synth || i == nd || d[i] != id || model_.is_eog(id)) break;
     }
     const int a = (int)acc.size() - 1;  // accepted drafts
     if (nd > 0) {
@@ -379,6 +433,7 @@ std::vector<StepOutput> Context::step() {
 }
 
 std::vector<float> Context::eval(int seq, const std::vector<int32_t>& tokens, bool all_logits) {
+  check_seq(seq);
   if (tokens.empty()) return {};
   Seq& s = seqs_.at(seq);
   const int n = (int)tokens.size();
@@ -399,9 +454,11 @@ std::vector<float> Context::eval(int seq, const std::vector<int32_t>& tokens, bo
 }
 
 std::string Context::acceptance_line(int seq) const {
+  check_seq(seq);
   const SeqStats& st = seqs_.at(seq).stats;
   char buf[160];
-  const double rate = st.n_draft ? (double)st.n_draft_accepted / st.n_draft : 0.0;
+  // float, as upstream computes it (the 5th decimal can differ otherwise)
+  const float rate = st.n_draft ? (float)st.n_draft_accepted / (float)st.n_draft : 0.0f;
   const double mean_len = st.n_verif_steps ? 1.0 + (double)st.n_draft_accepted / st.n_verif_steps : 0.0;
   std::snprintf(buf, sizeof buf, "draft acceptance = %0.5f (%5lld accepted / %5lld generated), mean len = %5.2f", rate,
                 (long long)st.n_draft_accepted, (long long)st.n_draft, mean_len);

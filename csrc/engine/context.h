@@ -4,6 +4,7 @@
 #pragma once
 #include <chrono>
 #include <functional>
+#include <random>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,8 +29,9 @@ struct SpecParams {
   int n_max = 3, n_min = 0;
   float p_min = 0.0f;
   // --spec-synth-len / --spec-synth-rates: benchmark-only synthetic acceptance
-  int synth_len = 0;
-  std::vector<float> synth_rates;
+  double synth_len = -1.0;            // < 0: unset
+  std::vector<double> synth_rates;
+  std::vector<double> synth_probs;    // resolved: conditional acceptance probability per position
   bool enabled() const { return type == "draft-mtp" && n_max > 0; }
 };
 
@@ -61,6 +63,7 @@ struct GlobalStats {
 };
 
 struct SeqParams {
+  uint32_t seed = 0xFFFFFFFFu;  // synthetic acceptance RNG (random when default)
   int n_predict = -1;
   bool ignore_eos = false;
   int n_probs = 0;
@@ -80,14 +83,14 @@ class Context {
   void seq_clear(int seq);
   std::vector<StepOutput> step();
   int n_active() const;
-  const SeqStats& seq_stats(int seq) const { return seqs_.at(seq).stats; }
+  const SeqStats& seq_stats(int seq) const { check_seq(seq); return seqs_[seq].stats; }
   const GlobalStats& stats() const { return gstats_; }
   std::string acceptance_line(int seq) const;  // llama.cpp's "draft acceptance = ..." line
 
   // Low-level: evaluate tokens appended to seq; returns logits for every row (or the last) [rows][n_vocab].
   std::vector<float> eval(int seq, const std::vector<int32_t>& tokens, bool all_logits);
   void seq_rm(int seq, int p0);
-  int seq_pos(int seq) const { return mem_->seq_pos(seq); }
+  int seq_pos(int seq) const { check_seq(seq); return mem_->seq_pos(seq); }
   size_t memory_bytes() const { return mem_->bytes() + (mtp_mem_ ? mtp_mem_->bytes() : 0); }
 
  private:
@@ -101,9 +104,11 @@ class Context {
     std::vector<float> pending_h;   // [E] target hidden state of the position before `last` (MTP)
     SeqStats stats;
     std::chrono::steady_clock::time_point t_start, t_gen_start;
-    uint64_t synth_rng = 0x9E3779B97F4A7C15ull;
+    std::mt19937 synth_rng;
   };
 
+  void resolve_synth();
+  void check_seq(int seq) const;
   void prefill_step(std::vector<StepOutput>& outs, int& budget);
   void generate_step(std::vector<StepOutput>& outs);
   void mtp_catch_up(const std::vector<int32_t>& tokens, const std::vector<int32_t>& pos, const std::vector<int32_t>& seqs,

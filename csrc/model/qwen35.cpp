@@ -231,6 +231,7 @@ class Qwen35Model : public Model {
     float* o = Scratch::ensure(s.f, n * value_dim);
     matmul(tp, L.ssm_qkv, xn, E, n, u, conv_dim);
     matmul(tp, L.ssm_gate, xn, E, n, z, value_dim);
+    for (int64_t r = 0; r < n * H_v; r++) silu_row(z + r * dv, z + r * dv, dv);  // ggml_silu over [dv] rows
     matmul(tp, L.ssm_beta, xn, E, n, ab, H_v);
     matmul(tp, L.ssm_alpha, xn, E, n, ab + n * H_v, H_v);
     GDNParams gp{H_k, H_v, dk, dv, d_conv, eps, L.ssm_a.data(), L.ssm_dt.data(), L.ssm_conv.data(), L.ssm_norm.data()};

@@ -13,7 +13,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
 from ..args import Params
-from ..engine import Engine, Event, Task, apply_chat_template, CHATML_TEMPLATE, log
+from ..chat import resolve_chat_template
+from ..engine import Engine, Event, Task, apply_chat_template, log
 from . import metrics as metrics_mod
 from . import slots as slots_mod
 from .schemas import (ApiError, core_params, defaults_from_cli, gen_id, invalid, parse_common, parse_json_body,
@@ -213,9 +214,13 @@ def create_app(params: Params, core=None, state: Optional[ServerState] = None):
 
     def chat_template_src() -> str:
         t = params.chat_template
-        if t:
-            return CHATML_TEMPLATE if t == "chatml" else t
-        return getattr(eng().model, "chat_template", None) or CHATML_TEMPLATE
+        if not t and params.chat_template_file:
+            try:
+                with open(params.chat_template_file, encoding="utf-8") as f:
+                    t = f.read()
+            except OSError as e:
+                raise ApiError(f"failed to read chat template file: {e}", 500, "server_error")
+        return resolve_chat_template(t or None, {"tokenizer.chat_template": getattr(eng().model, "chat_template", None)})
 
     def render_chat(body: dict) -> str:
         msgs = body.get("messages")
@@ -467,7 +472,8 @@ def create_app(params: Params, core=None, state: Optional[ServerState] = None):
                 tasks.append(Task(prompt=pt, params=cpj, n_predict=req["n_predict"], stop=list(req["stop"]),
                                   n_probs=req["n_probs"], post_sampling_probs=req["post_sampling_probs"],
                                   id_slot=req["id_slot"], cache_prompt=req["cache_prompt"], stream=req["stream"],
-                                  index=len(tasks), params_json=slot_params))
+                                  index=len(tasks), params_json=slot_params,
+                                  timings_per_token=bool(req.get("timings_per_token"))))
         queue: asyncio.Queue = asyncio.Queue()
         for t in tasks:
             e.submit(t, queue)
@@ -536,14 +542,21 @@ def create_app(params: Params, core=None, state: Optional[ServerState] = None):
         probs = [[] for _ in range(n)]
         fins = [None] * n
         remaining = n
+        last_check = time.monotonic()
         while remaining:
+            ev = None
             try:
-                ev: Event = await asyncio.wait_for(queue.get(), timeout=1.0)
+                ev = await asyncio.wait_for(queue.get(), timeout=0.5)
             except asyncio.TimeoutError:
+                pass
+            # the client may go away while tokens keep arriving: look at the connection twice a second
+            if ev is None or time.monotonic() - last_check >= 0.5:
+                last_check = time.monotonic()
                 if await request.is_disconnected():
                     for t in tasks:
                         eng().cancel(t)
                     return Response(status_code=499)
+            if ev is None:
                 continue
             i = ev.data.get("index", 0)
             if ev.kind == "token":
@@ -622,12 +635,16 @@ def create_app(params: Params, core=None, state: Optional[ServerState] = None):
                              "tokens_evaluated": len(t.prompt)}
                         if req["n_probs"] > 0:
                             d["completion_probabilities"] = ev.probs
+                        if "timings" in ev.data:
+                            d["timings"] = ev.data["timings"]
                         yield sse(d)
                     elif kind == "oai":
                         d = {"choices": [{"text": ev.text, "index": i,
                                           "logprobs": {"content": ev.probs} if req["n_probs"] > 0 else None,
                                           "finish_reason": None}]}
                         d.update(oai_base(ctx, "text_completion"))
+                        if "timings" in ev.data:
+                            d["timings"] = ev.data["timings"]
                         yield sse(d)
                     else:
                         if not started[i]:
@@ -636,6 +653,8 @@ def create_app(params: Params, core=None, state: Optional[ServerState] = None):
                         c = chat_chunk(ctx, i, {"content": ev.text})
                         if req["n_probs"] > 0:
                             c["choices"][0]["logprobs"] = {"content": ev.probs}
+                        if "timings" in ev.data:
+                            c["timings"] = ev.data["timings"]
                         yield sse(c)
                     continue
                 if ev.kind == "done":
@@ -674,6 +693,45 @@ def create_app(params: Params, core=None, state: Optional[ServerState] = None):
         return {"choices": [{"finish_reason": finish, "index": i, "delta": delta}], "created": ctx["created"],
                 "id": ctx["id"], "model": st.model_name, "system_fingerprint": BUILD_INFO,
                 "object": "chat.completion.chunk"}
+
+    # ------------------------------------------------------------------ endpoints pyllm does not implement
+    @r.post("/embedding")
+    @r.post("/embeddings")
+    @r.post("/v1/embeddings")
+    async def embeddings():
+        if not params.embedding:
+            raise ApiError("This server does not support embeddings. Start it with `--embeddings`", 501,
+                           "not_supported_error")
+        raise ApiError("embeddings are not supported by pyllm", 501, "not_supported_error")
+
+    @r.post("/rerank")
+    @r.post("/reranking")
+    @r.post("/v1/rerank")
+    @r.post("/v1/reranking")
+    async def rerank():
+        if not params.reranking:
+            raise ApiError("This server does not support reranking. Start it with `--reranking`", 501,
+                           "not_supported_error")
+        raise ApiError("reranking is not supported by pyllm", 501, "not_supported_error")
+
+    @r.post("/infill")
+    async def infill():
+        raise ApiError("Infill is not supported by pyllm", 501, "not_supported_error")
+
+    @r.get("/lora-adapters")
+    async def lora_list():
+        return JSONResp([])
+
+    @r.post("/lora-adapters")
+    async def lora_set(request: Request):
+        body = await body_json(request)
+        if not isinstance(body, list):
+            raise invalid("Request body must be an array")
+        for el in body:
+            if not isinstance(el, dict) or not isinstance(el.get("id"), int) or isinstance(el.get("id"), bool):
+                raise invalid("Invalid adapter id")
+            raise invalid("Invalid adapter id")  # pyllm loads no LoRA adapters
+        return JSONResp({"success": True})
 
     @r.post("/completion")
     @r.post("/completions")

@@ -206,7 +206,10 @@ static void dot_q45_K(int n, float* s, const void* vx, const void* vy, size_t by
 // Q4_K as llama.cpp computes it when the weight is repacked (CPU_REPACK, block_q4_Kx8 with
 // ggml_gemv/gemm_q4_K_8x8_q8_K; the default for MUL_MAT weights with a multiple of 8 rows on
 // AVX2 machines): per super-block the integer sums are reduced to one int32 each, then
-// acc = fma(isum, d*y.d, acc), accm = fma(imin, dmin*y.d, accm), result acc - accm.
+// acc = fma(isum, d*y.d, acc), accm = fma(imin, dmin*y.d, accm), result acc - accm. This is
+// ggml's gemv (rows that are not in a complete group of 4 of the batch, i.e. every decode step);
+// its gemm (groups of 4 prompt rows) does one fma per 64 elements instead, so upstream itself is
+// not batch invariant here. We keep the gemv order for every row.
 template <int NR>
 static void dot_q4_K_rp(int n, float* s, const void* vx, const void* vy, size_t by) {
   float acc[NR], accm[NR];

@@ -1,0 +1,166 @@
+"""`pyllm generate`: one prompt in, generated text streamed to stdout (llama-completion style).
+
+    pyllm generate [-m FILE] -p PROMPT [-n N] [-c CTX] [-t THREADS] [--temp T --top-k K --top-p P --min-p P --seed S]
+                   [--spec-type draft-mtp --spec-draft-n-max N]
+
+Flags are parsed by pyllm.args (llama.cpp names and messages). The prompt is echoed first (as llama.cpp does;
+--no-display-prompt turns that off), then the generated text is written as it is produced. At the end a timing line
+goes to stderr, and with --spec-type draft-mtp llama.cpp's `draft acceptance = ...` line.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from ..args import ArgError, Params, check_supported, parse_args, resolve_model, usage
+
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"', "a": "\a", "b": "\b", "f": "\f",
+            "v": "\v", "0": "\0"}
+
+
+def process_escapes(s: str) -> str:
+    """llama.cpp's string_process_escapes for the common escapes (\\n, \\t, \\\\, \\xHH, ...)."""
+    out = []
+    i = 0
+    while i < len(s):
+        c = s[i]
+        if c == "\\" and i + 1 < len(s):
+            n = s[i + 1]
+            if n in _ESCAPES:
+                out.append(_ESCAPES[n])
+                i += 2
+                continue
+            h = s[i + 2:i + 4]
+            if n == "x" and len(h) == 2 and all(ch in "0123456789abcdefABCDEF" for ch in h):
+                out.append(chr(int(s[i + 2:i + 4], 16)))
+                i += 4
+                continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def sampling_dict(p: Params) -> dict:
+    return {
+        "temperature": p.temperature, "top_k": p.top_k, "top_p": p.top_p, "min_p": p.min_p,
+        "typical_p": p.typical_p, "top_n_sigma": p.top_n_sigma, "xtc_probability": p.xtc_probability,
+        "xtc_threshold": p.xtc_threshold, "repeat_last_n": p.repeat_last_n, "repeat_penalty": p.repeat_penalty,
+        "presence_penalty": p.presence_penalty, "frequency_penalty": p.frequency_penalty,
+        "dry_multiplier": p.dry_multiplier, "dry_base": p.dry_base, "dry_allowed_length": p.dry_allowed_length,
+        "dry_penalty_last_n": p.dry_penalty_last_n, "dynatemp_range": p.dynatemp_range,
+        "dynatemp_exponent": p.dynatemp_exponent, "mirostat": p.mirostat, "mirostat_tau": p.mirostat_tau,
+        "mirostat_eta": p.mirostat_eta, "min_keep": p.min_keep, "ignore_eos": p.ignore_eos,
+        "seed": p.seed if p.seed >= 0 else -1, "n_predict": p.n_predict, "n_probs": 0,
+    }
+
+
+def _err(msg: str) -> int:
+    print(msg.rstrip("\n"), file=sys.stderr)
+    return 1
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        p = parse_args(argv, "generate")
+    except ArgError as e:
+        return _err(str(e))
+    if p.usage:
+        sys.stdout.write(usage("generate"))
+        return 0
+    if p.version:
+        from .. import __version__
+        print(f"version: {__version__} (pyllm)", file=sys.stderr)
+        return 0
+    try:
+        check_supported(p)
+        resolve_model(p)
+    except ArgError as e:
+        return _err(str(e))
+    if not os.path.isfile(p.model):
+        return _err(f"error: failed to load model '{p.model}': file not found")
+
+    from ..engine import load_core
+    try:
+        core = load_core()
+    except ImportError as e:
+        return _err(f"error: cannot import the pyllm core (build it with tools/dev_build.sh): {e}")
+
+    spec = p.spec_type if p.speculative else "none"
+    n_threads = p.n_threads if p.n_threads > 0 else max(1, min(os.cpu_count() or 1, 4))
+    try:
+        model = core.Model(p.model, load_mtp=(spec == "draft-mtp"))
+    except (ValueError, OSError, RuntimeError) as e:
+        return _err(f"error: failed to load model '{p.model}': {e}")
+
+    text = process_escapes(p.prompt) if p.escape else p.prompt
+    try:
+        prompt = list(model.tokenize(text, True, True))
+    except (ValueError, RuntimeError) as e:
+        return _err(f"error: failed to tokenize the prompt: {e}")
+    if not prompt:  # llama.cpp starts from BOS when the prompt is empty
+        prompt = [model.bos if model.bos >= 0 else 0]
+
+    n_ctx = p.n_ctx if p.n_ctx > 0 else int(model.n_ctx_train or 4096)  # -c 0: from the model, as llama.cpp
+    if len(prompt) >= n_ctx:
+        return _err(f"error: prompt is too long ({len(prompt)} tokens, max {n_ctx - 1})")
+    from ..engine import make_context
+    try:
+        ctx = make_context(core, model, p, n_ctx, 1, n_threads, spec)
+    except (ValueError, RuntimeError) as e:
+        return _err(f"error: failed to create the context: {e}")
+
+    from ..detok import IncrementalDetokenizer
+    detok = IncrementalDetokenizer(model, special=p.special)
+    out = sys.stdout
+    try:
+        if p.display_prompt:
+            out.write(text)
+            out.flush()
+        t0 = time.perf_counter()
+        ctx.seq_begin(model, 0, prompt, sampling_dict(p))
+        done = False
+        while not done:
+            for r in ctx.step():
+                for tok in r["tokens"]:
+                    if model.is_eog(tok) and not p.special:
+                        continue
+                    s = detok.feed(tok)
+                    if s:
+                        out.write(s)
+                if r["done"]:
+                    done = True
+            out.flush()
+        out.write(detok.flush())
+        out.write("\n")
+        out.flush()
+        t_total = time.perf_counter() - t0
+    except KeyboardInterrupt:
+        out.write(detok.flush())
+        out.write("\n")
+        out.flush()
+        t_total = time.perf_counter() - t0
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except (ValueError, RuntimeError) as e:
+        return _err(f"error: generation failed: {e}")
+
+    st = ctx.seq_stats(0)
+    n_p = max(0, int(st["n_prompt"]) - int(st["n_cached"]))
+    n_g = int(st["n_gen"])
+    tp = float(st["t_prompt_ms"])
+    tg = float(st["t_gen_ms"])
+    pps = 1e3 * n_p / tp if tp > 0 else 0.0
+    gps = 1e3 * n_g / tg if tg > 0 else 0.0
+    print(f"prompt eval: {n_p} tokens, {pps:.2f} tok/s | generation: {n_g} tokens, {gps:.2f} tok/s "
+          f"| total: {t_total:.3f} s", file=sys.stderr)
+    if spec != "none":
+        print(ctx.acceptance_line(0), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

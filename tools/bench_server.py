@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Aggregate generation throughput of llama-server-compatible servers under concurrent clients.
+
+Starts each engine's server on 127.0.0.1 (same model file and flags), sends C simultaneous
+/completion requests (greedy, fixed n_predict, cache_prompt off) for C in --clients, and reports
+aggregate tokens/s = total generated tokens / wall time of the batch, best of -r runs, with the
+ratio of each engine to the first one. Engines alternate per measurement so both see the same
+machine load.
+
+  python tools/bench_server.py -m models/qwen35-tiny-mtp-Q8_0.gguf --clients 1,4,8 \\
+      --engine pyllm="python -m pyllm.server" --engine llama.cpp=/path/to/llama-server \\
+      -- -np 8 -c 8192 -t 2 --spec-type draft-mtp --spec-draft-n-max 3
+"""
+import argparse
+import json
+import os
+import shlex
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+PROMPTS = [
+    "def retry_with_backoff(fn, retries=3):",
+    "The following module provides a simple way to",
+    "class LRUCache:\n    def __init__(self, capacity):",
+    "Write a function that parses a CSV line into fields.",
+]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def post(url, body, timeout=600):
+    req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return json.loads(r.read())
+
+
+def wait_healthy(url, proc, timeout=300):
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with code {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except Exception:
+            pass
+        time.sleep(0.3)
+    raise RuntimeError("server did not become healthy in time")
+
+
+class Server:
+    def __init__(self, cmd, model, extra):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        argv = shlex.split(cmd) + ["-m", model, "--host", "127.0.0.1", "--port", str(self.port)] + extra
+        self.log = open(os.environ.get("BENCH_SERVER_LOG", os.devnull), "a")
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
+        wait_healthy(self.url, self.proc)
+
+    def close(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def batch(server, clients, n_predict):
+    """C simultaneous requests; returns (aggregate tok/s, draft_n, draft_n_accepted)."""
+    results = [None] * clients
+    def one(i):
+        results[i] = post(server.url + "/completion", {
+            "prompt": PROMPTS[i % len(PROMPTS)], "n_predict": n_predict, "temperature": 0,
+            "cache_prompt": False, "ignore_eos": True, "seed": 1})
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(clients)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    n = sum(r["timings"]["predicted_n"] for r in results)
+    dn = sum(r["timings"].get("draft_n", 0) for r in results)
+    da = sum(r["timings"].get("draft_n_accepted", 0) for r in results)
+    return n / wall, dn, da
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("-m", "--model", required=True)
+    ap.add_argument("--engine", action="append", required=True, help="NAME=COMMAND (server binary and fixed args)")
+    ap.add_argument("--clients", default="1,4,8")
+    ap.add_argument("-n", "--n-predict", type=int, default=128)
+    ap.add_argument("-r", "--repeat", type=int, default=3)
+    ap.add_argument("--json", help="write results here")
+    ap.add_argument("extra", nargs=argparse.REMAINDER, help="-- then flags passed to every server")
+    a = ap.parse_args(argv)
+    extra = a.extra[1:] if a.extra[:1] == ["--"] else a.extra
+    engines = [e.split("=", 1) for e in a.engine]
+    clients = [int(c) for c in a.clients.split(",")]
+    servers = {}
+    try:
+        for name, cmd in engines:
+            print(f"starting {name}: {cmd}", file=sys.stderr)
+            servers[name] = Server(cmd, a.model, extra)
+        for name in servers:  # warm-up
+            batch(servers[name], 1, 8)
+        res = {name: {c: (0.0, 0, 0) for c in clients} for name in servers}
+        for rep in range(a.repeat):
+            for c in clients:
+                for name, srv in servers.items():
+                    tps, dn, da = batch(srv, c, a.n_predict)
+                    if tps > res[name][c][0]:
+                        res[name][c] = (tps, dn, da)
+                    print(f"rep {rep} clients {c} {name}: {tps:.1f} tok/s", file=sys.stderr)
+    finally:
+        for s in servers.values():
+            s.close()
+    names = list(servers)
+    head = "| clients | " + " | ".join(f"{n} tok/s" for n in names) + " | " + " | ".join(f"{n}/{names[0]}" for n in names[1:]) + " | accepted/drafted |"
+    print(head)
+    print("|" + "---|" * (head.count("|") - 1))
+    for c in clients:
+        cells = [f"{res[n][c][0]:.1f}" for n in names]
+        ratios = [f"{res[n][c][0] / res[names[0]][c][0]:.2f}" for n in names[1:]]
+        acc = ", ".join(f"{n}: {res[n][c][2]}/{res[n][c][1]}" for n in names)
+        print(f"| {c} | " + " | ".join(cells) + " | " + " | ".join(ratios) + f" | {acc} |")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"model": a.model, "extra": extra, "results": res}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
