@@ -262,6 +262,69 @@ static inline void fa_mad(uint16_t* y, const uint16_t* x, float v, int n) {
   fa_mad_f(y + nh, x + nh, v, n - nh);
 }
 
+// One (row, head): the key loop of ggml's one_chunk kernel. Compiled three times so that the
+// helpers inline (AVX512-FP16, AVX-512 f32, portable); all three give the same bits as ggml's
+// build for the matching CPU (see fa_scale / fa_mad for which elements use half precision).
+struct FaRow {
+  const uint16_t* k;  // key row of position lo (this kv head), rows kstride apart
+  const uint16_t* v;
+  int64_t kstride, vstride;
+  int n;              // keys lo..pos
+  const uint16_t* q16;
+  uint16_t* acc;      // [Dv] f16 accumulator
+  int Dk, Dv;
+  float kq_scale, softcap;
+};
+#define FA_ROW_BODY(DOT, SCALE_H, MAD_H, SCALE_F, MAD_F, NH)                                        \
+  const int nh = (NH);                                                                              \
+  float S = 0.0f, M = -INFINITY;                                                                    \
+  for (int i = 0; i < a.Dv; i++) a.acc[i] = 0;                                                      \
+  for (int j = 0; j < a.n; j++) {                                                                   \
+    float s = DOT(a.k + j * a.kstride, a.q16, a.Dk);                                                \
+    s = s * a.kq_scale;                                                                             \
+    if (a.softcap > 0) s = a.softcap * std::tanh(s);                                                \
+    float ms = 1.0f, vs = 1.0f;                                                                     \
+    if (s > M) {                                                                                    \
+      const float Mold = M;                                                                         \
+      M = s;                                                                                        \
+      ms = std::exp(Mold - M);                                                                      \
+      if (nh) SCALE_H(a.acc, ms, nh);                                                               \
+      SCALE_F(a.acc + nh, ms, a.Dv - nh);                                                           \
+    } else {                                                                                        \
+      vs = std::exp(s - M);                                                                         \
+    }                                                                                               \
+    const uint16_t* vr = a.v + j * a.vstride;                                                       \
+    if (nh) MAD_H(a.acc, vr, vs, nh);                                                               \
+    MAD_F(a.acc + nh, vr + nh, vs, a.Dv - nh);                                                      \
+    S = FMAF(S, ms, vs);                                                                            \
+  }                                                                                                 \
+  return S;
+
+#if defined(__x86_64__)
+#define FMAF(a, b, c) _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)))
+__attribute__((target("avx512fp16,avx512vl,avx512bw,avx512f,f16c,fma"))) static float fa_row_fp16(const FaRow& a) {
+  FA_ROW_BODY(fa_dot_f16_avx512, fa_scale_h_hw, fa_mad_h_hw, fa_scale_f_avx512, fa_mad_f_avx512, a.Dv & ~127)
+}
+__attribute__((target("avx512f,f16c,fma"))) static float fa_row_avx512(const FaRow& a) {
+  FA_ROW_BODY(fa_dot_f16_avx512, fa_scale_h, fa_mad_h, fa_scale_f_avx512, fa_mad_f_avx512, 0)
+}
+#undef FMAF
+#endif
+#define FMAF(a, b, c) std::fma(a, b, c)
+static float fa_row_scalar(const FaRow& a) {
+  FA_ROW_BODY(fa_dot_f16_scalar, fa_scale_h, fa_mad_h, fa_scale_f, fa_mad_f, 0)
+}
+#undef FMAF
+#undef FA_ROW_BODY
+
+static float fa_row(const FaRow& a) {
+#if defined(__x86_64__)
+  if (kHasAvx512FP16) return fa_row_fp16(a);
+  if (kHasAvx512F) return fa_row_avx512(a);
+#endif
+  return fa_row_scalar(a);
+}
+
 // software versions of the half-precision kernels, exposed for tests
 void fa_ref_mad_h(uint16_t* y, const uint16_t* x, float v, int n) { fa_mad_h(y, x, v, n); }
 void fa_ref_scale_h(uint16_t* y, float v, int n) { fa_scale_h(y, v, n); }
@@ -288,24 +351,10 @@ void attention(ThreadPool& tp, Memory& mem, int il, const ForwardIn& in, const f
       const int lo = p.n_swa > 0 ? std::max(0, pos - p.n_swa + 1) : 0;
       const float* qh = q + (int64_t)r * p.H * p.Dk + (int64_t)h * p.Dk;
       store_f16(q16.data(), qh, p.Dk);
-      std::fill(acc.begin(), acc.end(), (uint16_t)0);
-      float S = 0.0f, M = -INFINITY;
-      for (int j = lo; j <= pos; j++) {
-        float s = fa_dot(mem.k_ptr(il, seq, j) + (int64_t)kvh * p.Dk, q16.data(), p.Dk);
-        s = s * kq_scale;
-        if (p.softcap > 0) s = p.softcap * std::tanh(s);
-        float ms = 1.0f, vs = 1.0f;
-        if (s > M) {
-          const float Mold = M;
-          M = s;
-          ms = std::exp(Mold - M);
-          fa_scale(acc.data(), ms, p.Dv);
-        } else {
-          vs = std::exp(s - M);
-        }
-        fa_mad(acc.data(), mem.v_ptr(il, seq, j) + (int64_t)kvh * p.Dv, vs, p.Dv);
-        S = std::fma(S, ms, vs);
-      }
+      FaRow a{mem.k_ptr(il, seq, lo) + (int64_t)kvh * p.Dk, mem.v_ptr(il, seq, lo) + (int64_t)kvh * p.Dv,
+              nk, nv,  // cache rows are n_embd_k / n_embd_v apart
+              pos - lo + 1, q16.data(), acc.data(), p.Dk, p.Dv, kq_scale, p.softcap};
+      const float S = fa_row(a);
       const float S_inv = S == 0.0f ? 0.0f : 1.0f / S;
       float* o = out + (int64_t)r * p.H * p.Dv + (int64_t)h * p.Dv;
       for (int d = 0; d < p.Dv; d++) o[d] = fp16_to_fp32(acc[d]) * S_inv;
