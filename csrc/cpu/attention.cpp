@@ -108,6 +108,227 @@ void store_f16(uint16_t* dst, const float* src, int n) {
   for (int i = 0; i < n; i++) dst[i] = fp32_to_fp16(src[i]);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Attention with the numerics of ggml's CPU flash-attention kernel (ops.cpp,
+// ggml_compute_forward_flash_attn_ext_f16_one_chunk), which llama.cpp uses by default (-fa auto)
+// for prompts shorter than its 64-row tile and for decoding with fewer than 512 KV cells:
+//   * Q is rounded to f16; scores = ggml_vec_dot_f16(K, Q) (f32 lanes, ggml's reduction order)
+//   * online softmax over the keys in cache order, the V accumulator is an f16 vector:
+//     ggml_vec_scale_f16 / ggml_vec_mad_f16. With AVX512-FP16 (native builds on Sapphire Rapids)
+//     ggml does these in half precision (v rounded to f16, fused multiply-add rounded to f16) for
+//     the first DV & ~127 elements and in f32 (then rounded to f16) for the rest; without it every
+//     element is done in f32 and rounded to f16.
+//   * S = fmaf(S, ms, vs); out = f32(acc) * (1/S)
+// The rounding of the f16 accumulator is far from negligible (a tenth of a nat in log-probs after a
+// few layers), so we reproduce it; every (row, head) is computed independently, so results do not
+// depend on the batch.
+// ---------------------------------------------------------------------------------------------
+
+static const bool kHasAvx512F =
+#if defined(__x86_64__)
+    __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
+#else
+    false;
+#endif
+static const bool kHasAvx512FP16 =
+#if defined(__x86_64__)
+    kHasAvx512F && __builtin_cpu_supports("avx512fp16") && __builtin_cpu_supports("avx512bw") &&
+    __builtin_cpu_supports("avx512vl");
+#else
+    false;
+#endif
+
+// ggml_vec_dot_f16 (AVX512 layout: 4 x 16 f32 lanes over blocks of 64, tree reduction, leftovers in double)
+static float fa_dot_f16_scalar(const uint16_t* x, const uint16_t* y, int n) {
+  const int np = n & ~63;
+  float acc[4][16] = {};
+  for (int i = 0; i < np; i += 64)
+    for (int j = 0; j < 4; j++)
+      for (int l = 0; l < 16; l++)
+        acc[j][l] = std::fma(fp16_to_fp32(x[i + 16 * j + l]), fp16_to_fp32(y[i + 16 * j + l]), acc[j][l]);
+  float a[16];
+  for (int l = 0; l < 16; l++) a[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
+  float t[8], u[4];
+  for (int l = 0; l < 8; l++) t[l] = a[l + 8] + a[l];
+  for (int l = 0; l < 4; l++) u[l] = t[l + 4] + t[l];
+  double sum = (double)((u[0] + u[2]) + (u[1] + u[3]));
+  for (int i = np; i < n; i++) sum += (double)(fp16_to_fp32(x[i]) * fp16_to_fp32(y[i]));
+  return (float)sum;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f,f16c,fma"))) static float fa_dot_f16_avx512(const uint16_t* x, const uint16_t* y, int n) {
+  const int np = n & ~63;
+  __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+  for (int i = 0; i < np; i += 64)
+    for (int j = 0; j < 4; j++) {
+      const __m512 ax = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(x + i + 16 * j)));
+      const __m512 ay = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(y + i + 16 * j)));
+      acc[j] = _mm512_fmadd_ps(ax, ay, acc[j]);
+    }
+  acc[0] = _mm512_add_ps(acc[0], acc[2]);
+  acc[1] = _mm512_add_ps(acc[1], acc[3]);
+  acc[0] = _mm512_add_ps(acc[0], acc[1]);
+  double sum = (double)_mm512_reduce_add_ps(acc[0]);
+  for (int i = np; i < n; i++) sum += (double)(fp16_to_fp32(x[i]) * fp16_to_fp32(y[i]));
+  return (float)sum;
+}
+#endif
+
+// double -> f16, correctly rounded (round-to-odd to f32, then the RNE f32 -> f16 conversion)
+static inline uint16_t fp64_to_fp16(double d) {
+  float f = (float)d;
+  if ((double)f != d) {
+    uint32_t b = fp32_to_bits(f);
+    if (!(b & 1u)) {
+      const bool away = std::fabs((double)f) < std::fabs(d);
+      b = away ? b + 1 : b - 1;
+      f = fp32_from_bits(b);
+    }
+  }
+  return fp32_to_fp16(f);
+}
+
+// the half-precision part of ggml_vec_scale_f16 / ggml_vec_mad_f16 on AVX512-FP16
+static void fa_scale_h(uint16_t* y, float v, int n) {
+  const float vh = fp16_to_fp32(fp32_to_fp16(v));
+  for (int i = 0; i < n; i++) y[i] = fp32_to_fp16(fp16_to_fp32(y[i]) * vh);  // product exact in f32
+}
+static void fa_mad_h(uint16_t* y, const uint16_t* x, float v, int n) {
+  const double vh = fp16_to_fp32(fp32_to_fp16(v));
+  for (int i = 0; i < n; i++) y[i] = fp64_to_fp16(std::fma((double)fp16_to_fp32(x[i]), vh, (double)fp16_to_fp32(y[i])));
+}
+// the f32 part: compute in f32, round to f16
+static void fa_scale_f(uint16_t* y, float v, int n) {
+  for (int i = 0; i < n; i++) y[i] = fp32_to_fp16(fp16_to_fp32(y[i]) * v);
+}
+static void fa_mad_f(uint16_t* y, const uint16_t* x, float v, int n) {
+  for (int i = 0; i < n; i++) y[i] = fp32_to_fp16(std::fma(fp16_to_fp32(x[i]), v, fp16_to_fp32(y[i])));
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx512fp16,avx512vl,avx512bw,avx512f"))) static void fa_scale_h_hw(uint16_t* y, float v, int n) {
+  const __m512h vv = _mm512_set1_ph((_Float16)v);
+  for (int i = 0; i < n; i += 32) _mm512_storeu_ph(y + i, _mm512_mul_ph(_mm512_loadu_ph(y + i), vv));
+}
+__attribute__((target("avx512fp16,avx512vl,avx512bw,avx512f"))) static void fa_mad_h_hw(uint16_t* y, const uint16_t* x, float v, int n) {
+  const __m512h vv = _mm512_set1_ph((_Float16)v);
+  for (int i = 0; i < n; i += 32)
+    _mm512_storeu_ph(y + i, _mm512_fmadd_ph(_mm512_loadu_ph(x + i), vv, _mm512_loadu_ph(y + i)));
+}
+__attribute__((target("avx512f,f16c,fma"))) static void fa_scale_f_avx512(uint16_t* y, float v, int n) {
+  const __m512 vv = _mm512_set1_ps(v);
+  int i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 a = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(y + i)));
+    _mm256_storeu_si256((__m256i*)(y + i), _mm512_cvtps_ph(_mm512_mul_ps(a, vv), _MM_FROUND_TO_NEAREST_INT));
+  }
+  fa_scale_f(y + i, v, n - i);
+}
+__attribute__((target("avx512f,f16c,fma"))) static void fa_mad_f_avx512(uint16_t* y, const uint16_t* x, float v, int n) {
+  const __m512 vv = _mm512_set1_ps(v);
+  int i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 a = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(y + i)));
+    const __m512 b = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(x + i)));
+    _mm256_storeu_si256((__m256i*)(y + i), _mm512_cvtps_ph(_mm512_fmadd_ps(b, vv, a), _MM_FROUND_TO_NEAREST_INT));
+  }
+  fa_mad_f(y + i, x + i, v, n - i);
+}
+#endif
+
+static inline float fa_dot(const uint16_t* k, const uint16_t* q, int n) {
+#if defined(__x86_64__)
+  if (kHasAvx512F) return fa_dot_f16_avx512(k, q, n);
+#endif
+  return fa_dot_f16_scalar(k, q, n);
+}
+// ggml_vec_scale_f16
+static inline void fa_scale(uint16_t* y, float v, int n) {
+  const int nh = kHasAvx512FP16 ? (n & ~127) : 0;
+#if defined(__x86_64__)
+  if (nh) fa_scale_h_hw(y, v, nh);
+  if (kHasAvx512F) { fa_scale_f_avx512(y + nh, v, n - nh); return; }
+#endif
+  fa_scale_f(y + nh, v, n - nh);
+}
+// ggml_vec_mad_f16: y += x * v
+static inline void fa_mad(uint16_t* y, const uint16_t* x, float v, int n) {
+  const int nh = kHasAvx512FP16 ? (n & ~127) : 0;
+#if defined(__x86_64__)
+  if (nh) fa_mad_h_hw(y, x, v, nh);
+  if (kHasAvx512F) { fa_mad_f_avx512(y + nh, x + nh, v, n - nh); return; }
+#endif
+  fa_mad_f(y + nh, x + nh, v, n - nh);
+}
+
+// One (row, head): the key loop of ggml's one_chunk kernel. Compiled three times so that the
+// helpers inline (AVX512-FP16, AVX-512 f32, portable); all three give the same bits as ggml's
+// build for the matching CPU (see fa_scale / fa_mad for which elements use half precision).
+struct FaRow {
+  const uint16_t* k;  // key row of position lo (this kv head), rows kstride apart
+  const uint16_t* v;
+  int64_t kstride, vstride;
+  int n;              // keys lo..pos
+  const uint16_t* q16;
+  uint16_t* acc;      // [Dv] f16 accumulator
+  int Dk, Dv;
+  float kq_scale, softcap;
+};
+#define FA_ROW_BODY(DOT, SCALE_H, MAD_H, SCALE_F, MAD_F, NH)                                        \
+  const int nh = (NH);                                                                              \
+  float S = 0.0f, M = -INFINITY;                                                                    \
+  for (int i = 0; i < a.Dv; i++) a.acc[i] = 0;                                                      \
+  for (int j = 0; j < a.n; j++) {                                                                   \
+    float s = DOT(a.k + j * a.kstride, a.q16, a.Dk);                                                \
+    s = s * a.kq_scale;                                                                             \
+    if (a.softcap > 0) s = a.softcap * std::tanh(s);                                                \
+    float ms = 1.0f, vs = 1.0f;                                                                     \
+    if (s > M) {                                                                                    \
+      const float Mold = M;                                                                         \
+      M = s;                                                                                        \
+      ms = std::exp(Mold - M);                                                                      \
+      if (nh) SCALE_H(a.acc, ms, nh);                                                               \
+      SCALE_F(a.acc + nh, ms, a.Dv - nh);                                                           \
+    } else {                                                                                        \
+      vs = std::exp(s - M);                                                                         \
+    }                                                                                               \
+    const uint16_t* vr = a.v + j * a.vstride;                                                       \
+    if (nh) MAD_H(a.acc, vr, vs, nh);                                                               \
+    MAD_F(a.acc + nh, vr + nh, vs, a.Dv - nh);                                                      \
+    S = FMAF(S, ms, vs);                                                                            \
+  }                                                                                                 \
+  return S;
+
+#if defined(__x86_64__)
+#define FMAF(a, b, c) _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)))
+__attribute__((target("avx512fp16,avx512vl,avx512bw,avx512f,f16c,fma"))) static float fa_row_fp16(const FaRow& a) {
+  FA_ROW_BODY(fa_dot_f16_avx512, fa_scale_h_hw, fa_mad_h_hw, fa_scale_f_avx512, fa_mad_f_avx512, a.Dv & ~127)
+}
+__attribute__((target("avx512f,f16c,fma"))) static float fa_row_avx512(const FaRow& a) {
+  FA_ROW_BODY(fa_dot_f16_avx512, fa_scale_h, fa_mad_h, fa_scale_f_avx512, fa_mad_f_avx512, 0)
+}
+#undef FMAF
+#endif
+#define FMAF(a, b, c) std::fma(a, b, c)
+static float fa_row_scalar(const FaRow& a) {
+  FA_ROW_BODY(fa_dot_f16_scalar, fa_scale_h, fa_mad_h, fa_scale_f, fa_mad_f, 0)
+}
+#undef FMAF
+#undef FA_ROW_BODY
+
+static float fa_row(const FaRow& a) {
+#if defined(__x86_64__)
+  if (kHasAvx512FP16) return fa_row_fp16(a);
+  if (kHasAvx512F) return fa_row_avx512(a);
+#endif
+  return fa_row_scalar(a);
+}
+
+// software versions of the half-precision kernels, exposed for tests
+void fa_ref_mad_h(uint16_t* y, const uint16_t* x, float v, int n) { fa_mad_h(y, x, v, n); }
+void fa_ref_scale_h(uint16_t* y, float v, int n) { fa_scale_h(y, v, n); }
+
 void attention(ThreadPool& tp, Memory& mem, int il, const ForwardIn& in, const float* q, const float* k,
                const float* v, float* out, const AttnParams& p) {
   const int n = in.n;
@@ -117,40 +338,29 @@ void attention(ThreadPool& tp, Memory& mem, int il, const ForwardIn& in, const f
     store_f16(mem.k_ptr(il, in.seq[r], in.pos[r]), k + r * nk, (int)nk);
     store_f16(mem.v_ptr(il, in.seq[r], in.pos[r]), v + r * nv, (int)nv);
   }
-  // one task per (row, kv head): the K/V rows of that kv head are converted once and shared by the
-  // `ratio` query heads of the group (GQA)
+  // one task per (row, head), as ggml's kernel: every head reads its kv head's f16 K/V rows
   const int ratio = p.H / p.Hkv;
-  const int64_t total = (int64_t)n * p.Hkv;
+  const int64_t total = (int64_t)n * p.H;
+  // ggml: scale /= softcap; s = s*scale; s = softcap*tanhf(s)
+  const float kq_scale = p.softcap > 0 ? p.scale / p.softcap : p.scale;
   auto body = [&](int64_t t0, int64_t t1) {
-    std::vector<float> sc, kf(p.Dk), vf(p.Dv);
+    std::vector<uint16_t> q16(p.Dk), acc(p.Dv);
     for (int64_t t = t0; t < t1; t++) {
-      const int r = (int)(t / p.Hkv), kvh = (int)(t % p.Hkv);
+      const int r = (int)(t / p.H), h = (int)(t % p.H), kvh = h / ratio;
       const int seq = in.seq[r], pos = in.pos[r];
       const int lo = p.n_swa > 0 ? std::max(0, pos - p.n_swa + 1) : 0;
-      const int np = pos - lo + 1;
-      const float* q0 = q + (int64_t)r * p.H * p.Dk + (int64_t)kvh * ratio * p.Dk;  // [ratio][Dk]
-      sc.resize((size_t)ratio * np);  // [ratio][np]
-      for (int j = lo; j <= pos; j++) {
-        f16_to_f32_row(mem.k_ptr(il, seq, j) + (int64_t)kvh * p.Dk, kf.data(), p.Dk);
-        for (int g = 0; g < ratio; g++) sc[(size_t)g * np + (j - lo)] = dot_f32(q0 + (int64_t)g * p.Dk, kf.data(), p.Dk) * p.scale;
-      }
-      float* o0 = out + (int64_t)r * p.H * p.Dv + (int64_t)kvh * ratio * p.Dv;  // [ratio][Dv]
-      for (int g = 0; g < ratio; g++) {
-        float* sg = sc.data() + (size_t)g * np;
-        if (p.softcap > 0) for (int j = 0; j < np; j++) sg[j] = p.softcap * std::tanh(sg[j] / p.softcap);
-        float mx = -INFINITY;
-        for (int j = 0; j < np; j++) mx = std::max(mx, sg[j]);
-        const float inv = (float)(1.0 / exp_sub_sum(sg, np, mx));
-        for (int j = 0; j < np; j++) sg[j] *= inv;
-        std::fill(o0 + (int64_t)g * p.Dv, o0 + (int64_t)(g + 1) * p.Dv, 0.f);
-      }
-      for (int j = lo; j <= pos; j++) {
-        f16_to_f32_row(mem.v_ptr(il, seq, j) + (int64_t)kvh * p.Dv, vf.data(), p.Dv);
-        for (int g = 0; g < ratio; g++) axpy_f32(o0 + (int64_t)g * p.Dv, vf.data(), sc[(size_t)g * np + (j - lo)], p.Dv);
-      }
+      const float* qh = q + (int64_t)r * p.H * p.Dk + (int64_t)h * p.Dk;
+      store_f16(q16.data(), qh, p.Dk);
+      FaRow a{mem.k_ptr(il, seq, lo) + (int64_t)kvh * p.Dk, mem.v_ptr(il, seq, lo) + (int64_t)kvh * p.Dv,
+              nk, nv,  // cache rows are n_embd_k / n_embd_v apart
+              pos - lo + 1, q16.data(), acc.data(), p.Dk, p.Dv, kq_scale, p.softcap};
+      const float S = fa_row(a);
+      const float S_inv = S == 0.0f ? 0.0f : 1.0f / S;
+      float* o = out + (int64_t)r * p.H * p.Dv + (int64_t)h * p.Dv;
+      for (int d = 0; d < p.Dv; d++) o[d] = fp16_to_fp32(acc[d]) * S_inv;
     }
   };
-  // each (row, kv head) is independent; dispatch only when there is enough work
+  // each (row, head) is independent; dispatch only when there is enough work
   int64_t work = 0;
   for (int r = 0; r < n; r++) work += in.pos[r] + 1;
   if (work * p.H * p.Dk < 65536) body(0, total); else tp.parallel_for(total, body);

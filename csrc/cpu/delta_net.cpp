@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cpu/ops.h"
+#include "ggml/vec_dot_ggml.h"
 
 namespace pyllm {
 
@@ -26,9 +27,10 @@ void gated_delta_net(ThreadPool& tp, Memory& mem, int il, int seq, bool snap, in
         const float* cin = mem.conv_ptr(il, seq, mem.run_in_plane(seq, i, snap)) + c * W;   // [W] oldest first
         float* cout = mem.conv_ptr(il, seq, mem.run_out_plane(seq, i, snap)) + c * W;
         const float x = u[(int64_t)i * conv_dim + c];
+        // ggml_ssm_conv: sumf += s*c, contracted to fma by GCC
         float acc = 0;
-        for (int k = 0; k < W; k++) acc += w[k] * cin[k];
-        acc += w[W] * x;
+        for (int k = 0; k < W; k++) acc = std::fma(cin[k], w[k], acc);
+        acc = std::fma(x, w[W], acc);
         y[(int64_t)i * conv_dim + c] = acc;
         // shift the window (works in place: cout may equal cin)
         for (int k = 0; k + 1 < W; k++) cout[k] = cin[k + 1];
@@ -37,12 +39,15 @@ void gated_delta_net(ThreadPool& tp, Memory& mem, int il, int seq, bool snap, in
     }
   };
   if ((int64_t)n * conv_dim >= 8192) tp.parallel_for(conv_dim, conv_body, 64); else conv_body(0, conv_dim);
-  silu_inplace(y, (int64_t)n * conv_dim);
+  for (int i = 0; i < n; i++) silu_row(y + (int64_t)i * conv_dim, y + (int64_t)i * conv_dim, conv_dim);  // ggml_silu, one row per token
 
-  // 2. per value head: L2-normalised q/k (tiled key head h % H_k), decay, delta rule, output
-  const float qscale = 1.0f / std::sqrt((float)p.dk);
+  // 2. per value head: L2-normalised q/k (tiled key head h % H_k), decay, delta rule, output.
+  // Arithmetic as ggml's fused GATED_DELTA_NET CPU op (which llama.cpp uses for prefill and
+  // decode alike): the state is kept transposed, M[j][i] = S[i][j] (j: value, i: key), rows are
+  // reduced with ggml_vec_dot_f32 and updated with ggml_vec_mad_f32 (fma), o = dot(M[j], q) * scale.
+  const float scale = 1.0f / std::sqrt((float)p.dv);
   auto head_body = [&](int64_t h0, int64_t h1) {
-    std::vector<float> qn(p.dk), kn(p.dk), kv(p.dv), o(p.dv);
+    std::vector<float> qn(p.dk), kn(p.dk), delta(p.dv), o(p.dv), zs(p.dv);
     for (int64_t h = h0; h < h1; h++) {
       const int kh = (int)(h % p.H_k);
       for (int i = 0; i < n; i++) {
@@ -53,24 +58,12 @@ void gated_delta_net(ThreadPool& tp, Memory& mem, int il, int seq, bool snap, in
         const float beta = sigmoid(b[(int64_t)i * p.H_v + h]);
         const float g = softplus(a[(int64_t)i * p.H_v + h] + p.dt_bias[h]) * p.ssm_a[h];
         const float decay = std::exp(g);
-        const float* Sin = mem.ssm_ptr(il, seq, mem.run_in_plane(seq, i, snap)) + (int64_t)h * p.dk * p.dv;
-        float* S = mem.ssm_ptr(il, seq, mem.run_out_plane(seq, i, snap)) + (int64_t)h * p.dk * p.dv;  // [dk][dv]
-        // S = decay * S_in ; kv = S^T k
-        std::fill(kv.begin(), kv.end(), 0.f);
-        for (int r = 0; r < p.dk; r++) {
-          const float* si = Sin + (int64_t)r * p.dv;
-          float* so = S + (int64_t)r * p.dv;
-          const float kr = kn[r];
-          for (int c = 0; c < p.dv; c++) { so[c] = si[c] * decay; kv[c] += so[c] * kr; }
-        }
-        // delta = beta (v - kv); S += k delta^T ; o = S^T q / sqrt(dk)
-        for (int c = 0; c < p.dv; c++) kv[c] = beta * (v[c] - kv[c]);
-        std::fill(o.begin(), o.end(), 0.f);
-        for (int r = 0; r < p.dk; r++) {
-          float* so = S + (int64_t)r * p.dv;
-          const float kr = kn[r], qr = qn[r] * qscale;
-          for (int c = 0; c < p.dv; c++) { so[c] += kr * kv[c]; o[c] += so[c] * qr; }
-        }
+        const float* Min = mem.ssm_ptr(il, seq, mem.run_in_plane(seq, i, snap)) + (int64_t)h * p.dk * p.dv;
+        float* M = mem.ssm_ptr(il, seq, mem.run_out_plane(seq, i, snap)) + (int64_t)h * p.dk * p.dv;  // [dv][dk]
+        for (int64_t e = 0; e < (int64_t)p.dk * p.dv; e++) M[e] = Min[e] * decay;
+        for (int j = 0; j < p.dv; j++) delta[j] = (v[j] - ggml_dot_f32(M + (int64_t)j * p.dk, kn.data(), p.dk)) * beta;
+        for (int j = 0; j < p.dv; j++) ggml_mad_f32(M + (int64_t)j * p.dk, kn.data(), delta[j], p.dk);
+        for (int j = 0; j < p.dv; j++) o[j] = ggml_dot_f32(M + (int64_t)j * p.dk, qn.data(), p.dk) * scale;
         // gated RMSNorm: RMS(o, norm) * SiLU(z)
         float* dst = out + (int64_t)i * value_dim + h * p.dv;
         rms_norm(o.data(), p.norm_w, dst, p.dv, p.eps);

@@ -19,8 +19,14 @@ void quantize_acts(ThreadPool& tp, const float* X, int64_t ldx, int B, int64_t K
 
 // Rows [n0, n1) of W against all B activation rows, tiled so a block of weight rows stays in
 // L1/L2 while it meets every token of a token block.
-static void mm_rows(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy, int64_t n0, int64_t n1) {
+// The row kernel for W: llama.cpp's repacked-weight arithmetic where it would repack W.
+static vec_dot_fn row_kernel(const Weight& W) {
   const auto& tr = get_type_traits(W.type);
+  return tr.vec_dot_rp && W.ne[1] % 8 == 0 ? tr.vec_dot_rp : tr.vec_dot;
+}
+
+static void mm_rows(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy, int64_t n0, int64_t n1) {
+  const vec_dot_fn vec_dot = row_kernel(W);
   const int K = (int)W.ne[0];
   const int B = qa.B;
   constexpr int64_t RB = 8;   // weight rows per tile
@@ -31,7 +37,7 @@ static void mm_rows(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy,
       int t1 = std::min(B, t0 + TB);
       for (int64_t r = r0; r < r1; r++) {
         const uint8_t* wr = W.data + r * W.nb1;
-        for (int t = t0; t < t1; t++) tr.vec_dot(K, &Y[t * ldy + r], wr, qa.row(t));
+        for (int t = t0; t < t1; t++) vec_dot(K, &Y[t * ldy + r], wr, qa.row(t));
       }
     }
   }
@@ -51,11 +57,11 @@ void matmul_q(ThreadPool& tp, const Weight& W, const QuantActs& qa, float* Y, in
 }
 
 void matmul_q_st(const Weight& W, const QuantActs& qa, const int* rows_b, int nb, float* Y, int64_t ldy, int64_t n0, int64_t n1) {
-  const auto& tr = get_type_traits(W.type);
+  const vec_dot_fn vec_dot = row_kernel(W);
   const int K = (int)W.ne[0];
   for (int64_t r = n0; r < n1; r++) {
     const uint8_t* wr = W.data + r * W.nb1;
-    for (int i = 0; i < nb; i++) tr.vec_dot(K, &Y[i * ldy + r], wr, qa.row(rows_b[i]));
+    for (int i = 0; i < nb; i++) vec_dot(K, &Y[i * ldy + r], wr, qa.row(rows_b[i]));
   }
 }
 

@@ -61,7 +61,7 @@ void moe_ffn(ThreadPool& tp, const MoEWeights& w, const float* x, int n, int64_t
       matmul_q_st(wu, qx, rows.data(), m, u, F, r0, r1);
     };
     if ((int64_t)m * F * E >= 65536) tp.parallel_for(F, gate_up, 16); else gate_up(0, F);
-    silu_mul(g, u, (int64_t)m * F);
+    for (int i = 0; i < m; i++) swiglu_row(g + (int64_t)i * F, u + (int64_t)i * F, g + (int64_t)i * F, (int)F);
     quantize_acts(tp, g, F, m, F, vdt_dn, qh);
     const Weight wd = w.down_exps.expert(e);
     std::vector<int> ident(m);

@@ -2,31 +2,29 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "ggml/fp16.h"
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace pyllm {
 
+static void silu_free_expf16(float* t);
+
 #if defined(PYLLM_X86)
 namespace x86_avx512 {
-void silu_mul(float* g, const float* u, int64_t n);
-void silu_inplace(float* x, int64_t n);
 double exp_sub_sum(float* x, int64_t n, float mx);
 }  // namespace x86_avx512
 static const bool kAvx512 = __builtin_cpu_supports("avx512f");
 #endif
 
-void silu_mul(float* g, const float* u, int64_t n) {
-#if defined(PYLLM_X86)
-  if (kAvx512) { x86_avx512::silu_mul(g, u, n); return; }
-#endif
-  for (int64_t i = 0; i < n; i++) g[i] = silu(g[i]) * u[i];
-}
-
-void silu_inplace(float* x, int64_t n) {
-#if defined(PYLLM_X86)
-  if (kAvx512) { x86_avx512::silu_inplace(x, n); return; }
-#endif
-  for (int64_t i = 0; i < n; i++) x[i] = silu(x[i]);
-}
+// silu_mul / silu_inplace: the ggml-exact SiLU (see silu_row) over a contiguous run; rows whose
+// length is a multiple of 16 give the same bits as row-by-row calls
+void silu_mul(float* g, const float* u, int64_t n) { swiglu_row(g, u, g, (int)n); }
+void silu_inplace(float* x, int64_t n) { silu_row(x, x, (int)n); }
 
 double exp_sub_sum(float* x, int64_t n, float mx) {
 #if defined(PYLLM_X86)
@@ -38,8 +36,8 @@ double exp_sub_sum(float* x, int64_t n, float mx) {
 }
 
 void rms_norm(const float* x, const float* w, float* y, int n, float eps) {
-  double sum = 0;  // ggml accumulates the sum of squares in double (ggml_float)
-  for (int i = 0; i < n; i++) sum += (double)x[i] * x[i];
+  double sum = 0;  // ggml accumulates the f32 squares in double (ggml_float)
+  for (int i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
   const float scale = 1.0f / std::sqrt((float)(sum / n) + eps);
   if (w) for (int i = 0; i < n; i++) y[i] = x[i] * scale * w[i];
   else for (int i = 0; i < n; i++) y[i] = x[i] * scale;
@@ -54,12 +52,15 @@ void l2_norm(const float* x, float* y, int n, float eps) {
 
 void RopeCache::compute(int64_t pos, float* cs, float* sn) const {
   // theta_i = pos * base^(-2i/n_rot), built by repeated multiplication like ggml so the rounding matches
+  // as ggml_rope_cache_init/rope_yarn (no YaRN): theta_extrap advances by theta_scale, then
+  // theta = freq_scale * theta_extrap
   const float theta_scale = std::pow(base, -2.0f / n_rot);
-  float theta = (float)pos * freq_scale;
+  float theta_extrap = (float)pos;
   for (int i = 0; i < n_rot / 2; i++) {
+    const float theta = freq_scale * theta_extrap;
     cs[i] = std::cos(theta);
     sn[i] = std::sin(theta);
-    theta *= theta_scale;
+    theta_extrap *= theta_scale;
   }
 }
 
@@ -67,30 +68,137 @@ void rope_neox(float* x, int n_rot, const float* cs, const float* sn) {
   const int h = n_rot / 2;
   for (int i = 0; i < h; i++) {
     const float a = x[i], b = x[i + h];
-    x[i] = a * cs[i] - b * sn[i];
-    x[i + h] = a * sn[i] + b * cs[i];
+    // ggml's rotate_pairs as GCC contracts it (-march=native): x0*cos - x1*sin -> fma(x0, cos, -(x1*sin))
+    x[i] = std::fma(a, cs[i], -(b * sn[i]));
+    x[i + h] = std::fma(a, sn[i], b * cs[i]);
   }
 }
 
 void rope_norm(float* x, int n_rot, const float* cs, const float* sn) {
   for (int i = 0; i < n_rot / 2; i++) {
     const float a = x[2 * i], b = x[2 * i + 1];
-    x[2 * i] = a * cs[i] - b * sn[i];
-    x[2 * i + 1] = a * sn[i] + b * cs[i];
+    // as rope_neox (checked bit-exact against upstream's output)
+    x[2 * i] = std::fma(a, cs[i], -(b * sn[i]));
+    x[2 * i + 1] = std::fma(a, sn[i], b * cs[i]);
   }
 }
 
 void softmax_inplace(float* x, int n) {
+  // ggml soft_max: max, then ggml_vec_soft_max_f32 (ggml_v_expf in blocks of 16, expf tail, sum in
+  // double), then scale by (float)(1/sum)
   float mx = -INFINITY;
   for (int i = 0; i < n; i++) mx = std::max(mx, x[i]);
-  const double sum = exp_sub_sum(x, n, mx);
+  double sum = 0;
+  int i = 0;
+  for (; i + 15 < n; i += 16) {
+    float t[16];
+    for (int l = 0; l < 16; l++) t[l] = x[i + l] - mx;
+    silu_free_expf16(t);
+    for (int l = 0; l < 16; l++) x[i + l] = t[l];
+    float a[8], b[4];
+    for (int l = 0; l < 8; l++) a[l] = t[l + 8] + t[l];
+    for (int l = 0; l < 4; l++) b[l] = a[l + 4] + a[l];
+    sum += (double)((b[0] + b[2]) + (b[1] + b[3]));  // _mm512_reduce_add_ps
+  }
+  for (; i < n; i++) { const float v = std::exp(x[i] - mx); sum += (double)v; x[i] = v; }
   const float inv = (float)(1.0 / sum);
-  for (int i = 0; i < n; i++) x[i] *= inv;
+  for (int k = 0; k < n; k++) x[k] *= inv;
 }
 
 float gelu(float x) {
+  // ggml_gelu_f32 as GCC contracts it: (0.5f*x) * (1 + tanhf((c*x) * fma(a*x, x, 1)))
   const float c = 0.79788456080286535587989211986876f;  // sqrt(2/pi)
-  return 0.5f * x * (1.0f + std::tanh(c * x * (1.0f + 0.044715f * x * x)));
+  const float a = 0.044715f;
+  return (0.5f * x) * (1.0f + std::tanh((c * x) * std::fma(a * x, x, 1.0f)));
+}
+
+// ---- ggml_v_expf / ggml_v_silu (AVX-512 flavour), scalar emulation and the real thing ----
+static inline float v_expf_1(float x) {
+  const float r = 0x1.8p23f;
+  const float z = std::fma(x, 0x1.715476p+0f, r);
+  const float n = z - r;
+  const float b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x));
+  const float u = b * b;
+  const float j = std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+                           u, std::fma(0x1.ffffecp-1f, b, 1.0f));
+  if (std::fabs(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
+  return std::ldexp(j, (int)n);  // _mm512_scalef_ps(j, n)
+}
+static inline float v_silu_1(float x) { return x / (1.0f + v_expf_1(0.0f - x)); }
+static inline float silu_f32(float x) { return x / (1.0f + std::exp(-x)); }  // ggml_silu_f32 (tails)
+
+#if defined(__x86_64__)
+#define PYLLM_AVX512_TGT __attribute__((target("avx512f,avx512dq,fma")))
+PYLLM_AVX512_TGT static inline __m512 v_expf_16(__m512 x) {
+  const __m512 r = _mm512_set1_ps(0x1.8p23f);
+  const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), r);
+  const __m512 n = _mm512_sub_ps(z, r);
+  const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f), _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
+  const __mmask16 d = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192), _CMP_GT_OQ);
+  const __m512 u = _mm512_mul_ps(b, b);
+  const __m512 j = _mm512_fmadd_ps(
+      _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
+                      _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f))),
+      u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0F)));
+  const __m512 res = _mm512_scalef_ps(j, n);
+  if (_mm512_kortestz(d, d)) return res;
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512 alt = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(n, zero, _CMP_LE_OQ), _mm512_set1_ps(INFINITY), zero);
+  return _mm512_mask_blend_ps(d, res, alt);
+}
+PYLLM_AVX512_TGT static inline __m512 v_silu_16(__m512 x) {
+  const __m512 one = _mm512_set1_ps(1);
+  const __m512 neg_x = _mm512_sub_ps(_mm512_setzero_ps(), x);
+  return _mm512_div_ps(x, _mm512_add_ps(one, v_expf_16(neg_x)));
+}
+PYLLM_AVX512_TGT static void expf16_avx512(float* t) { _mm512_storeu_ps(t, v_expf_16(_mm512_loadu_ps(t))); }
+PYLLM_AVX512_TGT static int silu_avx512(const float* x, const float* g, float* y, int n) {
+  int i = 0;
+  for (; i + 15 < n; i += 16) {
+    __m512 s = v_silu_16(_mm512_loadu_ps(x + i));
+    if (g) s = _mm512_mul_ps(s, _mm512_loadu_ps(g + i));
+    _mm512_storeu_ps(y + i, s);
+  }
+  return i;
+}
+static const bool kSiluAvx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                                __builtin_cpu_supports("fma");
+#endif
+
+static void silu_free_expf16(float* t) {
+#if defined(__x86_64__)
+  if (kSiluAvx512) { expf16_avx512(t); return; }
+#endif
+  for (int l = 0; l < 16; l++) t[l] = v_expf_1(t[l]);
+}
+
+static void silu_impl(const float* x, const float* g, float* y, int n) {
+  int i = 0;
+#if defined(__x86_64__)
+  if (kSiluAvx512) i = silu_avx512(x, g, y, n);
+#endif
+  for (; i + 15 < n; i += 16)
+    for (int l = 0; l < 16; l++) y[i + l] = g ? v_silu_1(x[i + l]) * g[i + l] : v_silu_1(x[i + l]);
+  for (; i < n; i++) y[i] = g ? silu_f32(x[i]) * g[i] : silu_f32(x[i]);
+}
+void silu_row(const float* x, float* y, int n) { silu_impl(x, nullptr, y, n); }
+void swiglu_row(const float* x, const float* g, float* y, int n) { silu_impl(x, g, y, n); }
+
+static const uint16_t* gelu_table() {
+  static const std::vector<uint16_t> t = [] {
+    std::vector<uint16_t> v(1 << 16);
+    for (int i = 0; i < (1 << 16); i++) v[i] = fp32_to_fp16(gelu(fp16_to_fp32((uint16_t)i)));
+    return v;
+  }();
+  return t.data();
+}
+void geglu_row(const float* x, const float* g, float* y, int n) {
+  const uint16_t* t = gelu_table();
+  for (int i = 0; i < n; i++) {
+    if (x[i] <= -10.0f) y[i] = 0.0f;
+    else if (x[i] >= 10.0f) y[i] = x[i] * g[i];
+    else y[i] = fp16_to_fp32(t[fp32_to_fp16(x[i])]) * g[i];
+  }
 }
 
 void weight_to_float(const Weight& w, float* out) {

@@ -25,8 +25,15 @@ void rope_norm(float* x, int n_rot, const float* cs, const float* sn);
 void softmax_inplace(float* x, int n);
 static inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
 static inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-static inline float softplus(float x) { return x > 20.f ? x : std::log1p(std::exp(x)); }
-float gelu(float x);  // tanh approximation, as ggml_gelu
+static inline float softplus(float x) { return x > 20.f ? x : std::log(1.0f + std::exp(x)); }  // as ggml
+float gelu(float x);  // tanh approximation, as ggml_gelu_f32
+
+// The activations as ggml's CPU backend computes them (bit-exact with an AVX-512 build), over one
+// row of n elements: silu uses ggml_v_expf's polynomial in blocks of 16 from the row start and
+// x/(1+expf(-x)) for the tail; gelu goes through ggml's f16 table (GGML_GELU_FP16).
+void silu_row(const float* x, float* y, int n);                    // y = silu(x)
+void swiglu_row(const float* x, const float* g, float* y, int n);  // y = silu(x) * g
+void geglu_row(const float* x, const float* g, float* y, int n);   // y = gelu(x) * g
 
 // Array forms (AVX-512 when available): g = silu(g) * u ; x = silu(x) ; x = exp(x - mx) returning the sum
 void silu_mul(float* g, const float* u, int64_t n);

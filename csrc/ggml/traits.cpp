@@ -3,6 +3,12 @@
 #include "ggml/types.h"
 #include "ggml/fp16.h"
 #include "ggml/quants.h"
+#include "ggml/vec_dot_ggml.h"
+
+#include <cmath>
+#if defined(PYLLM_X86)
+#include <immintrin.h>
+#endif
 
 #include <cstring>
 #include <stdexcept>
@@ -13,10 +19,99 @@ namespace pyllm {
 // ---- plain float types (scalar reference) ----
 static void f32_to_float(const void* x, float* y, int64_t n) { std::memcpy(y, x, n * sizeof(float)); }
 static void f32_from_float(const float* x, void* y, int64_t n) { std::memcpy(y, x, n * sizeof(float)); }
+// ---- ggml_vec_dot_f32 / _f16 (see vec_dot_ggml.h) ----
+static inline float reduce16(const float* a) {  // _mm512_reduce_add_ps
+  float t[8], u[4];
+  for (int l = 0; l < 8; l++) t[l] = a[l + 8] + a[l];
+  for (int l = 0; l < 4; l++) u[l] = t[l + 4] + t[l];
+  return (u[0] + u[2]) + (u[1] + u[3]);
+}
+template <class T, float (*CV)(T)>
+static float ggml_dot_scalar(const T* x, const T* y, int n, bool tail_double) {
+  const int np = n & ~63;
+  float acc[4][16] = {};
+  for (int i = 0; i < np; i += 64)
+    for (int j = 0; j < 4; j++)
+      for (int l = 0; l < 16; l++) acc[j][l] = std::fma(CV(x[i + 16 * j + l]), CV(y[i + 16 * j + l]), acc[j][l]);
+  float a[16];
+  for (int l = 0; l < 16; l++) a[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
+  const float r = reduce16(a);
+  if (tail_double) {  // f16: sumf is ggml_float, tail products added in double
+    double sum = r;
+    for (int i = np; i < n; i++) sum += (double)(CV(x[i]) * CV(y[i]));
+    return (float)sum;
+  }
+  float sum = r;  // f32: float sum, tail contracted to fma
+  for (int i = np; i < n; i++) sum = std::fma(CV(x[i]), CV(y[i]), sum);
+  return sum;
+}
+static inline float cv_f32(float v) { return v; }
+static inline float cv_f16(uint16_t v) { return fp16_to_fp32(v); }
+
+#if defined(PYLLM_X86)
+__attribute__((target("avx512f,f16c,fma"))) static float ggml_dot_f32_avx512(const float* x, const float* y, int n) {
+  const int np = n & ~63;
+  __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+  for (int i = 0; i < np; i += 64)
+    for (int j = 0; j < 4; j++) acc[j] = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16 * j), _mm512_loadu_ps(y + i + 16 * j), acc[j]);
+  acc[0] = _mm512_add_ps(acc[0], acc[2]);
+  acc[1] = _mm512_add_ps(acc[1], acc[3]);
+  acc[0] = _mm512_add_ps(acc[0], acc[1]);
+  float sum = _mm512_reduce_add_ps(acc[0]);
+  for (int i = np; i < n; i++) sum = std::fma(x[i], y[i], sum);
+  return sum;
+}
+__attribute__((target("avx512f,f16c,fma"))) static float ggml_dot_f16_avx512(const uint16_t* x, const uint16_t* y, int n) {
+  const int np = n & ~63;
+  __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+  for (int i = 0; i < np; i += 64)
+    for (int j = 0; j < 4; j++) {
+      const __m512 ax = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(x + i + 16 * j)));
+      const __m512 ay = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(y + i + 16 * j)));
+      acc[j] = _mm512_fmadd_ps(ax, ay, acc[j]);
+    }
+  acc[0] = _mm512_add_ps(acc[0], acc[2]);
+  acc[1] = _mm512_add_ps(acc[1], acc[3]);
+  acc[0] = _mm512_add_ps(acc[0], acc[1]);
+  double sum = (double)_mm512_reduce_add_ps(acc[0]);
+  for (int i = np; i < n; i++) sum += (double)(fp16_to_fp32(x[i]) * fp16_to_fp32(y[i]));
+  return (float)sum;
+}
+static const bool kDotAvx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
+#endif
+
+float ggml_dot_f32(const float* x, const float* y, int n) {
+#if defined(PYLLM_X86)
+  if (kDotAvx512) return ggml_dot_f32_avx512(x, y, n);
+#endif
+  return ggml_dot_scalar<float, cv_f32>(x, y, n, false);
+}
+float ggml_dot_f16(const uint16_t* x, const uint16_t* y, int n) {
+#if defined(PYLLM_X86)
+  if (kDotAvx512) return ggml_dot_f16_avx512(x, y, n);
+#endif
+  return ggml_dot_scalar<uint16_t, cv_f16>(x, y, n, true);
+}
+
+#if defined(PYLLM_X86)
+__attribute__((target("avx512f,fma"))) static void ggml_mad_f32_avx512(float* y, const float* x, float v, int n) {
+  const __m512 vv = _mm512_set1_ps(v);
+  int i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_fmadd_ps(_mm512_loadu_ps(x + i), vv, _mm512_loadu_ps(y + i)));
+  for (; i < n; i++) y[i] = std::fma(x[i], v, y[i]);
+}
+#endif
+void ggml_mad_f32(float* y, const float* x, float v, int n) {
+#if defined(PYLLM_X86)
+  if (kDotAvx512) { ggml_mad_f32_avx512(y, x, v, n); return; }
+#endif
+  for (int i = 0; i < n; i++) y[i] = std::fma(x[i], v, y[i]);
+}
+
+// F32/F16 weights: ggml's decode-path kernels (llama.cpp's prefill goes through llamafile's
+// tinyBLAS, which sums differently; we keep one kernel for every batch size)
 static void f32_vec_dot(int n, float* s, const void* x, const void* y) {
-  const float* a = (const float*)x; const float* b = (const float*)y;
-  double acc = 0; for (int i = 0; i < n; i++) acc += (double)a[i] * b[i];
-  *s = (float)acc;
+  *s = ggml_dot_f32((const float*)x, (const float*)y, n);
 }
 static void f16_to_float(const void* x, float* y, int64_t n) {
   const uint16_t* h = (const uint16_t*)x; for (int64_t i = 0; i < n; i++) y[i] = fp16_to_fp32(h[i]);
@@ -25,9 +120,7 @@ static void f16_from_float(const float* x, void* y, int64_t n) {
   uint16_t* h = (uint16_t*)y; for (int64_t i = 0; i < n; i++) h[i] = fp32_to_fp16(x[i]);
 }
 static void f16_vec_dot(int n, float* s, const void* x, const void* y) {
-  const uint16_t* a = (const uint16_t*)x; const uint16_t* b = (const uint16_t*)y;
-  double acc = 0; for (int i = 0; i < n; i++) acc += (double)fp16_to_fp32(a[i]) * fp16_to_fp32(b[i]);
-  *s = (float)acc;
+  *s = ggml_dot_f16((const uint16_t*)x, (const uint16_t*)y, n);
 }
 static void bf16_to_float(const void* x, float* y, int64_t n) {
   const uint16_t* h = (const uint16_t*)x; for (int64_t i = 0; i < n; i++) y[i] = bf16_to_fp32(h[i]);

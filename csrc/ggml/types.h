@@ -41,6 +41,10 @@ struct type_traits {
   // activation quantizer used by matmul: upstream's x86 path for Q8_0/Q8_1 (scale by 127/max,
   // round half to even), which differs from the reference quantizer in the last bit of some values
   from_float_fn from_float_act; // optional (nullptr = use vec_dot 4 times)
+  // the arithmetic llama.cpp uses when it repacks this weight type for its CPU backend
+  // (CPU_REPACK, on by default; x86 repacks Q4_K matrices with a multiple of 8 rows). matmul
+  // uses it for such weights; nullptr = same as vec_dot.
+  vec_dot_fn vec_dot_rp = nullptr;
 };
 
 // THE table (csrc/ggml/traits.cpp). Index by id; ids outside [0, GGML_TYPE_COUNT) are invalid.

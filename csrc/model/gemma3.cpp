@@ -121,7 +121,7 @@ class Gemma3Model : public Model {
       float* u = buf + n * n_ff;
       matmul(tp, L.ffn_gate, xn, E, n, g, n_ff);
       matmul(tp, L.ffn_up, xn, E, n, u, n_ff);
-      for (int64_t i = 0; i < n * n_ff; i++) g[i] = gelu(g[i]) * u[i];
+      for (int r = 0; r < n; r++) geglu_row(g + r * n_ff, u + r * n_ff, g + r * n_ff, (int)n_ff);
       matmul(tp, L.ffn_down, g, n_ff, n, xn, E);
       for (int r = 0; r < n; r++) {
         rms_norm(xn + r * E, L.ffn_post_norm.data(), xn + r * E, (int)E, eps);

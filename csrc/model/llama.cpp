@@ -91,7 +91,7 @@ class LlamaModel : public Model {
       float* u = att + n * n_ff; // [n][n_ff]
       matmul(tp, L.ffn_gate, xn, E, n, g, n_ff);
       matmul(tp, L.ffn_up, xn, E, n, u, n_ff);
-      silu_mul(g, u, n * n_ff);
+      for (int r = 0; r < n; r++) swiglu_row(g + r * n_ff, u + r * n_ff, g + r * n_ff, (int)n_ff);
       matmul(tp, L.ffn_down, g, n_ff, n, xn, E);
       for (int64_t i = 0; i < n * E; i++) x[i] += xn[i];
     }

@@ -8,6 +8,7 @@
 #include "cpu/delta_net.h"
 #include "cpu/moe.h"
 #include "cpu/ops.h"
+#include "ggml/vec_dot_ggml.h"
 #include "model/model.h"
 
 namespace pyllm {
@@ -230,7 +231,7 @@ class Qwen35Model : public Model {
     float* o = Scratch::ensure(s.f, n * value_dim);
     matmul(tp, L.ssm_qkv, xn, E, n, u, conv_dim);
     matmul(tp, L.ssm_gate, xn, E, n, z, value_dim);
-    silu_inplace(z, n * value_dim);
+    for (int64_t r = 0; r < n * H_v; r++) silu_row(z + r * dv, z + r * dv, dv);  // ggml_silu over [dv] rows
     matmul(tp, L.ssm_beta, xn, E, n, ab, H_v);
     matmul(tp, L.ssm_alpha, xn, E, n, ab + n * H_v, H_v);
     GDNParams gp{H_k, H_v, dk, dv, d_conv, eps, L.ssm_a.data(), L.ssm_dt.data(), L.ssm_conv.data(), L.ssm_norm.data()};
@@ -251,7 +252,7 @@ class Qwen35Model : public Model {
       float* u = Scratch::ensure(s.d, n * n_ff);
       matmul(tp, L.ffn_gate, xn, E, n, g, n_ff);
       matmul(tp, L.ffn_up, xn, E, n, u, n_ff);
-      silu_mul(g, u, n * n_ff);
+      for (int r = 0; r < n; r++) swiglu_row(g + r * n_ff, u + r * n_ff, g + r * n_ff, (int)n_ff);
       matmul(tp, L.ffn_down, g, n_ff, n, out, E);
       return;
     }
@@ -261,11 +262,10 @@ class Qwen35Model : public Model {
     float* d = Scratch::ensure(s.e, n * E);
     matmul(tp, L.shexp_gate, xn, E, n, g, n_ff_shexp);
     matmul(tp, L.shexp_up, xn, E, n, u, n_ff_shexp);
-    silu_mul(g, u, n * n_ff_shexp);
+    for (int r = 0; r < n; r++) swiglu_row(g + r * n_ff_shexp, u + r * n_ff_shexp, g + r * n_ff_shexp, (int)n_ff_shexp);
     matmul(tp, L.shexp_down, g, n_ff_shexp, n, d, E);
     for (int r = 0; r < n; r++) {
-      float gs = 0;
-      for (int64_t i = 0; i < E; i++) gs += L.shexp_gate_inp[i] * xn[r * E + i];
+      float gs = ggml_dot_f32(L.shexp_gate_inp.data(), xn + r * E, (int)E);
       gs = sigmoid(gs);
       for (int64_t i = 0; i < E; i++) out[r * E + i] += d[r * E + i] * gs;
     }

@@ -93,8 +93,7 @@ static void q8_0_to_float(const void* vx, float* y, int64_t n) {
 void quants_override_avx512(type_traits* t) {
   using namespace x86_avx512;
   install_quant_kernels(t, true);
-  t[GGML_TYPE_F32].vec_dot = vd_f32;
-  t[GGML_TYPE_F16].vec_dot = vd_f16;
+  // F32/F16 keep the table's ggml_vec_dot_f32/_f16 (vec_dot_ggml.h): same bits at every level
   t[GGML_TYPE_BF16].vec_dot = vd_bf16;
   t[GGML_TYPE_F16].to_float = f16_to_float;
   t[GGML_TYPE_Q8_0].to_float = q8_0_to_float;

@@ -132,10 +132,16 @@ static void dot_unsigned_q8_1(int n, float* s, const void* vx, const void* vy, s
 // ---------------------------------------------------------------- K-quants . Q8_K
 
 // Q4_K / Q5_K: per super-block, 4 chunks of 64 (two 32-sub-blocks: low and high nibbles).
+// The float side follows ggml's x86 kernels exactly (ggml_vec_dot_q4_K_q8_K / q5_K_q8_K, AVX2):
+// scales: 8 int32 lanes, acc = fma(y.d*d, sumi, acc); mins: 4 int32 lanes
+// (mn[2k]*(bs[4k]+bs[4k+1]) + mn[2k+1]*(bs[4k+2]+bs[4k+3])) with dmin' = -y.d*dmin, accumulated
+// as a 4-lane vector for Q4_K and as a scalar fma of their integer sum for Q5_K.
 template <bool Q5, int NR>
 static void dot_q45_K(int n, float* s, const void* vx, const void* vy, size_t by) {
-  __m256 acc[NR], accm[NR];
-  for (int r = 0; r < NR; r++) { acc[r] = _mm256_setzero_ps(); accm[r] = _mm256_setzero_ps(); }
+  __m256 acc[NR];
+  __m128 accm[NR];
+  float summs[NR];
+  for (int r = 0; r < NR; r++) { acc[r] = _mm256_setzero_ps(); accm[r] = _mm_setzero_ps(); summs[r] = 0.f; }
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   for (int i = 0; i < n / QK_K; i++) {
     const uint8_t* scales; const uint8_t* qs; const uint8_t* qhp = nullptr; half hd, hdmin;
@@ -162,6 +168,7 @@ static void dot_q45_K(int n, float* s, const void* vx, const void* vy, size_t by
         }
       }
     }
+    const __m128i mins16 = _mm_cvtepu8_epi16(_mm_set_epi8(0, 0, 0, 0, 0, 0, 0, 0, mn[7], mn[6], mn[5], mn[4], mn[3], mn[2], mn[1], mn[0]));
     const float d = h2f(hd), dmin = h2f(hdmin);
     for (int r = 0; r < NR; r++) {
       const block_q8_K* y = (const block_q8_K*)row(vy, by, r) + i;
@@ -170,16 +177,75 @@ static void dot_q45_K(int n, float* s, const void* vx, const void* vy, size_t by
         const __m256i p = dot_u8s8(wq[j], _mm256_loadu_si256((const __m256i*)(y->qs + 32 * j)));
         isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(p, _mm256_set1_epi32(sc[j])));
       }
-      // mins: sum_j mn[j] * (bsums[2j] + bsums[2j+1]) with 16-bit madd
       const __m256i bs = _mm256_loadu_si256((const __m256i*)y->bsums);
-      const __m256i mw = _mm256_cvtepu8_epi16(_mm_set_epi8(mn[7], mn[7], mn[6], mn[6], mn[5], mn[5], mn[4], mn[4],
-                                                           mn[3], mn[3], mn[2], mn[2], mn[1], mn[1], mn[0], mn[0]));
-      const __m256i msum = _mm256_madd_epi16(bs, mw);
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(y->d * d), acc[r]);
-      accm[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(y->d * dmin), accm[r]);
+      const __m128i q8s = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+      const __m128i prod = _mm_madd_epi16(mins16, q8s);
+      const float dm = -y->d * dmin;
+      if (Q5) {
+        __m128i h = _mm_add_epi32(prod, _mm_shuffle_epi32(prod, _MM_SHUFFLE(1, 0, 3, 2)));
+        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(2, 3, 0, 1)));
+        const __m128 t = _mm_fmadd_ss(_mm_set_ss(dm), _mm_cvtsi32_ss(_mm_setzero_ps(), _mm_cvtsi128_si32(h)), _mm_set_ss(summs[r]));
+        summs[r] = _mm_cvtss_f32(t);
+      } else {
+        accm[r] = _mm_fmadd_ps(_mm_set1_ps(dm), _mm_cvtepi32_ps(prod), accm[r]);
+      }
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y->d * d), _mm256_cvtepi32_ps(isum), acc[r]);
     }
   }
-  for (int r = 0; r < NR; r++) s[r] = hsum8(_mm256_sub_ps(acc[r], accm[r]));
+  for (int r = 0; r < NR; r++) {
+    if (Q5) {
+      s[r] = hsum8(acc[r]) + summs[r];
+    } else {
+      __m128 m = _mm_add_ps(accm[r], _mm_movehl_ps(accm[r], accm[r]));
+      m = _mm_add_ss(m, _mm_movehdup_ps(m));
+      s[r] = hsum8(acc[r]) + _mm_cvtss_f32(m);
+    }
+  }
+}
+
+// Q4_K as llama.cpp computes it when the weight is repacked (CPU_REPACK, block_q4_Kx8 with
+// ggml_gemv/gemm_q4_K_8x8_q8_K; the default for MUL_MAT weights with a multiple of 8 rows on
+// AVX2 machines): per super-block the integer sums are reduced to one int32 each, then
+// acc = fma(isum, d*y.d, acc), accm = fma(imin, dmin*y.d, accm), result acc - accm. This is
+// ggml's gemv (rows that are not in a complete group of 4 of the batch, i.e. every decode step);
+// its gemm (groups of 4 prompt rows) does one fma per 64 elements instead, so upstream itself is
+// not batch invariant here. We keep the gemv order for every row.
+template <int NR>
+static void dot_q4_K_rp(int n, float* s, const void* vx, const void* vy, size_t by) {
+  float acc[NR], accm[NR];
+  for (int r = 0; r < NR; r++) { acc[r] = 0.f; accm[r] = 0.f; }
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  for (int i = 0; i < n / QK_K; i++) {
+    const block_q4_K& b = ((const block_q4_K*)vx)[i];
+    uint8_t sc[8], mn[8];
+    for (int j = 0; j < 8; j++) get_scale_min_k4(j, b.scales, &sc[j], &mn[j]);
+    __m256i wq[8];
+    for (int c = 0; c < 4; c++) {
+      const __m256i q = _mm256_loadu_si256((const __m256i*)(b.qs + 32 * c));
+      wq[2 * c] = _mm256_and_si256(q, m4);
+      wq[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    }
+    const __m128i mins16 = _mm_cvtepu8_epi16(_mm_set_epi8(0, 0, 0, 0, 0, 0, 0, 0, mn[7], mn[6], mn[5], mn[4], mn[3], mn[2], mn[1], mn[0]));
+    const float d = h2f(b.d), dmin = h2f(b.dmin);
+    for (int r = 0; r < NR; r++) {
+      const block_q8_K* y = (const block_q8_K*)row(vy, by, r) + i;
+      __m256i isum = _mm256_setzero_si256();
+      for (int j = 0; j < 8; j++) {
+        const __m256i p = dot_u8s8(wq[j], _mm256_loadu_si256((const __m256i*)(y->qs + 32 * j)));
+        isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(p, _mm256_set1_epi32(sc[j])));
+      }
+      const __m256i bs = _mm256_loadu_si256((const __m256i*)y->bsums);
+      const __m128i q8s = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+      const __m128i pr = _mm_madd_epi16(mins16, q8s);
+      __m128i hm = _mm_add_epi32(pr, _mm_shuffle_epi32(pr, _MM_SHUFFLE(1, 0, 3, 2)));
+      hm = _mm_add_epi32(hm, _mm_shuffle_epi32(hm, _MM_SHUFFLE(2, 3, 0, 1)));
+      const int imin = _mm_cvtsi128_si32(hm);
+      const int is = hsum8i(isum);
+      acc[r] = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss((float)is), _mm_set_ss(d * y->d), _mm_set_ss(acc[r])));
+      accm[r] = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss((float)imin), _mm_set_ss(dmin * y->d), _mm_set_ss(accm[r])));
+    }
+  }
+  for (int r = 0; r < NR; r++) s[r] = acc[r] - accm[r];
 }
 
 // Q6_K: unsigned 6-bit q (0..63) . y, minus 32 * sum(y) through bsums.
@@ -260,6 +326,8 @@ template <bool Q5> static void vd_q45_K(int n, float* s, const void* x, const vo
 template <bool Q5> static void vd4_q45_K(int n, float* s, const void* x, const void* y, size_t by) { dot_q45_K<Q5, 4>(n, s, x, y, by); }
 static void vd_q6_K(int n, float* s, const void* x, const void* y) { dot_q6_K<1>(n, s, x, y, 0); }
 static void vd4_q6_K(int n, float* s, const void* x, const void* y, size_t by) { dot_q6_K<4>(n, s, x, y, by); }
+static void vd_q4_K_rp(int n, float* s, const void* x, const void* y) { dot_q4_K_rp<1>(n, s, x, y, 0); }
+static void vd4_q4_K_rp(int n, float* s, const void* x, const void* y, size_t by) { dot_q4_K_rp<4>(n, s, x, y, by); }
 static void vd_iq4_xs(int n, float* s, const void* x, const void* y) { dot_iq4_xs<1>(n, s, x, y, 0); }
 static void vd4_iq4_xs(int n, float* s, const void* x, const void* y, size_t by) { dot_iq4_xs<4>(n, s, x, y, by); }
 
@@ -273,6 +341,7 @@ static void install_quant_kernels(type_traits* t, bool with4) {
   put(GGML_TYPE_Q4_1, vd_unsigned<W_q4_1>, vd4_unsigned<W_q4_1>);
   put(GGML_TYPE_Q5_1, vd_unsigned<W_q5_1>, vd4_unsigned<W_q5_1>);
   put(GGML_TYPE_Q4_K, vd_q45_K<false>, vd4_q45_K<false>);
+  t[GGML_TYPE_Q4_K].vec_dot_rp = vd_q4_K_rp;
   put(GGML_TYPE_Q5_K, vd_q45_K<true>, vd4_q45_K<true>);
   put(GGML_TYPE_Q6_K, vd_q6_K, vd4_q6_K);
   put(GGML_TYPE_IQ4_XS, vd_iq4_xs, vd4_iq4_xs);
