@@ -9,6 +9,28 @@
 
 namespace pyllm {
 
+// One conv step for all channels. Layouts are time-major so the per-channel FMA chain (ggml_ssm_conv's
+// sumf += s*c, contracted by GCC) vectorizes across channels with the same per-lane arithmetic.
+// cin/cout: [W][conv_dim] window, oldest first (cout may equal cin); wT: [W+1][conv_dim].
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+void gdn_conv_row(const float* cin, float* cout, const float* wT, const float* x, float* y, int cd, int W) {
+  for (int c = 0; c < cd; c++) y[c] = 0.f;
+  for (int k = 0; k < W; k++) {
+    const float* s = cin + (int64_t)k * cd;
+    const float* w = wT + (int64_t)k * cd;
+    for (int c = 0; c < cd; c++) y[c] = std::fma(s[c], w[c], y[c]);
+  }
+  const float* w = wT + (int64_t)W * cd;
+  for (int c = 0; c < cd; c++) y[c] = std::fma(x[c], w[c], y[c]);
+  for (int k = 0; k + 1 < W; k++) std::memmove(cout + (int64_t)k * cd, cin + (int64_t)(k + 1) * cd, sizeof(float) * cd);
+  if (W > 0) std::memcpy(cout + (int64_t)(W - 1) * cd, x, sizeof(float) * cd);
+}
+
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+void scale_copy(const float* x, float* y, float a, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = x[i] * a;
+}
+
 void gated_delta_net(ThreadPool& tp, Memory& mem, int il, int seq, bool snap, int n, const float* u,
                      const float* z, const float* b, const float* a, float* out, const GDNParams& p) {
   const int key_dim = p.H_k * p.dk, value_dim = p.H_v * p.dv;
@@ -16,29 +38,15 @@ void gated_delta_net(ThreadPool& tp, Memory& mem, int il, int seq, bool snap, in
   const int W = p.d_conv - 1;  // stored window length
   if (snap && n > mem.n_planes) throw std::runtime_error("verification batch longer than the recurrent snapshots");
 
-  // 1. causal depthwise conv + SiLU over all rows: y [n][conv_dim]
+  // 1. causal depthwise conv + SiLU over all rows: y [n][conv_dim]; rows in order (each reads the
+  // window the previous one wrote)
   thread_local std::vector<float> ybuf;
   ybuf.resize((size_t)n * conv_dim);
   float* y = ybuf.data();
-  auto conv_body = [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; c++) {
-      const float* w = p.conv_w + c * p.d_conv;
-      for (int i = 0; i < n; i++) {
-        const float* cin = mem.conv_ptr(il, seq, mem.run_in_plane(seq, i, snap)) + c * W;   // [W] oldest first
-        float* cout = mem.conv_ptr(il, seq, mem.run_out_plane(seq, i, snap)) + c * W;
-        const float x = u[(int64_t)i * conv_dim + c];
-        // ggml_ssm_conv: sumf += s*c, contracted to fma by GCC
-        float acc = 0;
-        for (int k = 0; k < W; k++) acc = std::fma(cin[k], w[k], acc);
-        acc = std::fma(x, w[W], acc);
-        y[(int64_t)i * conv_dim + c] = acc;
-        // shift the window (works in place: cout may equal cin)
-        for (int k = 0; k + 1 < W; k++) cout[k] = cin[k + 1];
-        if (W > 0) cout[W - 1] = x;
-      }
-    }
-  };
-  if ((int64_t)n * conv_dim >= 8192) tp.parallel_for(conv_dim, conv_body, 64); else conv_body(0, conv_dim);
+  for (int i = 0; i < n; i++) {
+    gdn_conv_row(mem.conv_ptr(il, seq, mem.run_in_plane(seq, i, snap)), mem.conv_ptr(il, seq, mem.run_out_plane(seq, i, snap)),
+                 p.conv_w, u + (int64_t)i * conv_dim, y + (int64_t)i * conv_dim, conv_dim, W);
+  }
   for (int i = 0; i < n; i++) silu_row(y + (int64_t)i * conv_dim, y + (int64_t)i * conv_dim, conv_dim);  // ggml_silu, one row per token
 
   // 2. per value head: L2-normalised q/k (tiled key head h % H_k), decay, delta rule, output.
@@ -60,7 +68,7 @@ void gated_delta_net(ThreadPool& tp, Memory& mem, int il, int seq, bool snap, in
         const float decay = std::exp(g);
         const float* Min = mem.ssm_ptr(il, seq, mem.run_in_plane(seq, i, snap)) + (int64_t)h * p.dk * p.dv;
         float* M = mem.ssm_ptr(il, seq, mem.run_out_plane(seq, i, snap)) + (int64_t)h * p.dk * p.dv;  // [dv][dk]
-        for (int64_t e = 0; e < (int64_t)p.dk * p.dv; e++) M[e] = Min[e] * decay;
+        scale_copy(Min, M, decay, (int64_t)p.dk * p.dv);
         for (int j = 0; j < p.dv; j++) delta[j] = (v[j] - ggml_dot_f32(M + (int64_t)j * p.dk, kn.data(), p.dk)) * beta;
         for (int j = 0; j < p.dv; j++) ggml_mad_f32(M + (int64_t)j * p.dk, kn.data(), delta[j], p.dk);
         for (int j = 0; j < p.dv; j++) o[j] = ggml_dot_f32(M + (int64_t)j * p.dk, qn.data(), p.dk) * scale;

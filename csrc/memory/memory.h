@@ -19,7 +19,7 @@ struct KVLayer {
 };
 
 struct RSLayer {
-  int64_t conv_size = 0;  // (d_conv-1) * conv_dim floats
+  int64_t conv_size = 0;  // (d_conv-1) * conv_dim floats, [d_conv-1][conv_dim] oldest first
   int64_t ssm_size = 0;   // H_v * dk * dv floats
   std::vector<float> conv, ssm;  // [n_seq][n_planes][size]
 };

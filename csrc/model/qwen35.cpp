@@ -122,8 +122,11 @@ class Qwen35Model : public Model {
       L.ssm_dt = vec(p + "ssm_dt.bias", H_v);
       L.ssm_norm = vec(p + "ssm_norm.weight", dv);
       Weight cw = tensor(p + "ssm_conv1d.weight", {d_conv, conv_dim});
-      L.ssm_conv.resize(d_conv * conv_dim);
-      weight_to_float(cw, L.ssm_conv.data());
+      std::vector<float> w(d_conv * conv_dim);  // file: [conv_dim][d_conv]
+      weight_to_float(cw, w.data());
+      L.ssm_conv.resize(d_conv * conv_dim);     // kept time-major [d_conv][conv_dim] for the conv kernel
+      for (int64_t c = 0; c < conv_dim; c++)
+        for (int k = 0; k < d_conv; k++) L.ssm_conv[k * conv_dim + c] = w[c * d_conv + k];
     } else {
       const int64_t nq = n_head * head_dim, nkv = n_head_kv * head_dim;
       if (file_->find_tensor(p + "attn_qkv.weight")) {
