@@ -26,6 +26,43 @@ void gdn_conv_row(const float* cin, float* cout, const float* wT, const float* x
   if (W > 0) std::memcpy(cout + (int64_t)(W - 1) * cd, x, sizeof(float) * cd);
 }
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+// One token's delta-rule update of one head, fused per value row j, for dk % 64 == 0:
+//   M_j = Min_j * decay; delta_j = (v_j - dot(M_j, k)) * beta; M_j += k * delta_j; o_j = dot(M_j, q) * scale
+// Each dot uses ggml_vec_dot_f32's lanes (4 x 16 accumulators over blocks of 64, tree, reduce) and the
+// update is ggml_vec_mad_f32's fma, so results equal the unfused ggml_dot_f32/ggml_mad_f32 calls.
+__attribute__((target("avx512f,fma"))) static void gdn_rows_avx512(const float* Min, float* M, const float* k, const float* q,
+                                                                    const float* v, float decay, float beta, float scale,
+                                                                    float* o, int dk, int dv) {
+  const __m512 vd = _mm512_set1_ps(decay);
+  for (int j = 0; j < dv; j++) {
+    const float* mi = Min + (int64_t)j * dk;
+    float* mo = M + (int64_t)j * dk;
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int i = 0; i < dk; i += 64)
+      for (int t = 0; t < 4; t++) {
+        const __m512 m = _mm512_mul_ps(_mm512_loadu_ps(mi + i + 16 * t), vd);
+        _mm512_storeu_ps(mo + i + 16 * t, m);
+        acc[t] = _mm512_fmadd_ps(m, _mm512_loadu_ps(k + i + 16 * t), acc[t]);
+      }
+    acc[0] = _mm512_add_ps(acc[0], acc[2]); acc[1] = _mm512_add_ps(acc[1], acc[3]); acc[0] = _mm512_add_ps(acc[0], acc[1]);
+    const float delta = (v[j] - _mm512_reduce_add_ps(acc[0])) * beta;
+    const __m512 vdelta = _mm512_set1_ps(delta);
+    __m512 aq[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int i = 0; i < dk; i += 64)
+      for (int t = 0; t < 4; t++) {
+        const __m512 m = _mm512_fmadd_ps(_mm512_loadu_ps(k + i + 16 * t), vdelta, _mm512_loadu_ps(mo + i + 16 * t));
+        _mm512_storeu_ps(mo + i + 16 * t, m);
+        aq[t] = _mm512_fmadd_ps(m, _mm512_loadu_ps(q + i + 16 * t), aq[t]);
+      }
+    aq[0] = _mm512_add_ps(aq[0], aq[2]); aq[1] = _mm512_add_ps(aq[1], aq[3]); aq[0] = _mm512_add_ps(aq[0], aq[1]);
+    o[j] = _mm512_reduce_add_ps(aq[0]) * scale;
+  }
+}
+static const bool kGdnAvx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
+#endif
+
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 void scale_copy(const float* x, float* y, float a, int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] = x[i] * a;
@@ -68,10 +105,17 @@ void gated_delta_net(ThreadPool& tp, Memory& mem, int il, int seq, bool snap, in
         const float decay = std::exp(g);
         const float* Min = mem.ssm_ptr(il, seq, mem.run_in_plane(seq, i, snap)) + (int64_t)h * p.dk * p.dv;
         float* M = mem.ssm_ptr(il, seq, mem.run_out_plane(seq, i, snap)) + (int64_t)h * p.dk * p.dv;  // [dv][dk]
-        scale_copy(Min, M, decay, (int64_t)p.dk * p.dv);
-        for (int j = 0; j < p.dv; j++) delta[j] = (v[j] - ggml_dot_f32(M + (int64_t)j * p.dk, kn.data(), p.dk)) * beta;
-        for (int j = 0; j < p.dv; j++) ggml_mad_f32(M + (int64_t)j * p.dk, kn.data(), delta[j], p.dk);
-        for (int j = 0; j < p.dv; j++) o[j] = ggml_dot_f32(M + (int64_t)j * p.dk, qn.data(), p.dk) * scale;
+#if defined(__x86_64__)
+        if (kGdnAvx512 && p.dk % 64 == 0) {
+          gdn_rows_avx512(Min, M, kn.data(), qn.data(), v, decay, beta, scale, o.data(), p.dk, p.dv);
+        } else
+#endif
+        {
+          scale_copy(Min, M, decay, (int64_t)p.dk * p.dv);
+          for (int j = 0; j < p.dv; j++) delta[j] = (v[j] - ggml_dot_f32(M + (int64_t)j * p.dk, kn.data(), p.dk)) * beta;
+          for (int j = 0; j < p.dv; j++) ggml_mad_f32(M + (int64_t)j * p.dk, kn.data(), delta[j], p.dk);
+          for (int j = 0; j < p.dv; j++) o[j] = ggml_dot_f32(M + (int64_t)j * p.dk, qn.data(), p.dk) * scale;
+        }
         // gated RMSNorm: RMS(o, norm) * SiLU(z)
         float* dst = out + (int64_t)i * value_dim + h * p.dv;
         rms_norm(o.data(), p.norm_w, dst, p.dv, p.eps);
