@@ -328,6 +328,8 @@ void quantize_row_q8_1(const float* x, void* vy, int64_t n) {
   }
 }
 
+// vectorized per block by the clones; nearbyint and max are exact, so every clone gives the same bytes
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 void quantize_row_q8_0_act(const float* x, void* vy, int64_t n) {
   block_q8_0* y = (block_q8_0*)vy;
   for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {
@@ -339,6 +341,8 @@ void quantize_row_q8_0_act(const float* x, void* vy, int64_t n) {
   }
 }
 
+// vectorized per block by the clones; nearbyint and max are exact, so every clone gives the same bytes
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 void quantize_row_q8_1_act(const float* x, void* vy, int64_t n) {
   block_q8_1* y = (block_q8_1*)vy;
   for (int64_t i = 0; i < n / QK8_1; i++, x += QK8_1) {
