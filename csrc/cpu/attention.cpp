@@ -1,6 +1,7 @@
 #include "cpu/attention.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <vector>
 
@@ -130,10 +131,15 @@ static const bool kHasAvx512F =
 #else
     false;
 #endif
+// The half-precision variant matches an upstream build compiled with AVX512-FP16 (-march=native on
+// Sapphire Rapids). The reference we match (shared/fixtures, and upstream built without AMX/FP16,
+// which is what runs on these machines: the native build dies in its AMX kernels) accumulates in
+// f32, so that is the default; PYLLM_GGML_AVX512FP16=1 selects the native-build numerics.
+static bool env_on(const char* name) { const char* v = std::getenv(name); return v && *v && *v != '0'; }
 static const bool kHasAvx512FP16 =
 #if defined(__x86_64__)
-    kHasAvx512F && __builtin_cpu_supports("avx512fp16") && __builtin_cpu_supports("avx512bw") &&
-    __builtin_cpu_supports("avx512vl");
+    env_on("PYLLM_GGML_AVX512FP16") && kHasAvx512F && __builtin_cpu_supports("avx512fp16") &&
+    __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
 #else
     false;
 #endif
