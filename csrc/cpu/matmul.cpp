@@ -27,6 +27,8 @@ static vec_dot_fn row_kernel(const Weight& W) {
 
 static void mm_rows(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy, int64_t n0, int64_t n1) {
   const vec_dot_fn vec_dot = row_kernel(W);
+  // 4 tokens per call decode the weight row once; bit-identical to 4 vec_dot calls (same kernel family)
+  const vec_dot_4_fn vec_dot_4 = vec_dot == get_type_traits(W.type).vec_dot ? get_type_traits(W.type).vec_dot_4 : nullptr;
   const int K = (int)W.ne[0];
   const int B = qa.B;
   constexpr int64_t RB = 8;   // weight rows per tile
@@ -37,7 +39,15 @@ static void mm_rows(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy,
       int t1 = std::min(B, t0 + TB);
       for (int64_t r = r0; r < r1; r++) {
         const uint8_t* wr = W.data + r * W.nb1;
-        for (int t = t0; t < t1; t++) vec_dot(K, &Y[t * ldy + r], wr, qa.row(t));
+        int t = t0;
+        if (vec_dot_4) {
+          float s4[4];
+          for (; t + 4 <= t1; t += 4) {
+            vec_dot_4(K, s4, wr, qa.row(t), qa.row_bytes);
+            for (int j = 0; j < 4; j++) Y[(t + j) * ldy + r] = s4[j];
+          }
+        }
+        for (; t < t1; t++) vec_dot(K, &Y[t * ldy + r], wr, qa.row(t));
       }
     }
   }
