@@ -23,10 +23,14 @@ LOGPROB_TOL = {
     "moe-Q8_0": ISSUE_TOL,
     "moe-fused-Q4_K_M": ISSUE_TOL,
     "smollm2": ISSUE_TOL,
-    # TODO(numerics): measured 0.52. We are bit-exact with upstream 0c1e570's CPU path on this machine for gemma3
-    # (prefill tensors identical with -nr), but no upstream configuration runnable here (-nr, default repack, -fa off,
-    # AMX with -ub 1) reproduces this fixture: its first step is already 0.09 away from all of them.
-    "gemma3": 0.7,
+    # Measured 0.86 at 5ae49b0 (0.52 before). Not a kernel bug: we are bit-exact with upstream's CPU path (default
+    # repack, FA on) when it evaluates the prompt as one batch. llama-server does not: for SWA (and recurrent) models
+    # it evaluates the last 4 prompt tokens as a batch of their own (context checkpoint), and its repacked-Q4_K gemm
+    # (rows in complete groups of 4) rounds differently from its gemv (which we follow for every row, to stay batch
+    # invariant). On this model a 1e-7 difference flips a Q8 activation rounding and grows to ~0.1 in the log-probs
+    # within a few layers. PYLLM_Q4K_GEMM_EMU=1 tools/server_split_check.py replays the fixture with both effects:
+    # greedy identical on all prompts, max |d| 0.0005 (the server's float softmax).
+    "gemma3": 0.9,
 }
 
 # (model, prompt index) whose greedy output diverges from upstream at a step that is not a near-tie upstream.
@@ -36,8 +40,7 @@ GREEDY_XFAIL = {
     # rounds differently from its gemv (other rows, every decode step); we follow the gemv for every row
     ("qwen35-Q4_K_M", 0): "step 4: upstream gap 0.026; ours picks 258 over 220 (first step off by 0.03: upstream's "
                           "Q4_K gemm vs gemv rounding on the prompt rows)",
-    ("gemma3", 1): "step 15: ours picks the runner-up (fixture not reproducible by upstream here, see LOGPROB_TOL)",
-    ("gemma3", 2): "step 30: ours picks the runner-up (fixture not reproducible by upstream here, see LOGPROB_TOL)",
+    ("gemma3", 2): "step 30: ours picks the runner-up (server prompt split + Q4_K gemm rounding, see LOGPROB_TOL)",
 }
 
 CASES = []
