@@ -1,7 +1,13 @@
 #include "cpu/matmul.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <stdexcept>
+
+#include "ggml/fp16.h"
+#include "ggml/quants.h"
 
 namespace pyllm {
 
@@ -17,6 +23,43 @@ void quantize_acts(ThreadPool& tp, const float* X, int64_t ldx, int B, int64_t K
   if (B * K >= 16384) tp.parallel_for(B, body); else body(0, B);
 }
 
+// Diagnostic, OFF by default, NOT batch invariant: PYLLM_Q4K_GEMM_EMU=1 computes the activation
+// rows that lie in a complete group of 4 of the batch with the arithmetic of llama.cpp's repacked
+// Q4_K gemm (ggml_gemm_q4_K_8x8_q8_K: per 64 elements, acc = fma(isum, d*y.d, acc) and
+// accm = fma(imin, dmin*y.d, accm)), the other rows with its gemv (dot_q4_K_rp, our default for
+// every row). Together with llama-server's prompt split (for SWA / recurrent models it evaluates
+// the last 4 prompt tokens as their own batch, to place a context checkpoint) this reproduces the
+// gemma3 fixture bit for bit (tools/server_split_check.py). Integer sums are exact, so a plain
+// scalar loop gives upstream's bits. Dense matmul only (not matmul_q_st / MoE).
+static void dot_q4_K_gemm_order(int n, float* s, const void* vx, const void* vy) {
+  float acc = 0.f, accm = 0.f;
+  const block_q4_K* x = (const block_q4_K*)vx;
+  const block_q8_K* y = (const block_q8_K*)vy;
+  for (int i = 0; i < n / QK_K; i++) {
+    uint8_t sc[8], mn[8];
+    for (int j = 0; j < 8; j++) get_scale_min_k4(j, x[i].scales, &sc[j], &mn[j]);
+    uint16_t dh, mh; std::memcpy(&dh, &x[i].d, 2); std::memcpy(&mh, &x[i].dmin, 2);
+    const float d = fp16_to_fp32(dh), dmin = fp16_to_fp32(mh);
+    for (int sb = 0; sb < 4; sb++) {
+      int is = 0, im = 0;
+      for (int h = 0; h < 2; h++) {
+        const int j = 2 * sb + h;
+        int p = 0;
+        for (int l = 0; l < 32; l++) {
+          const uint8_t q = x[i].qs[32 * sb + l];
+          p += (h ? (q >> 4) : (q & 15)) * y[i].qs[64 * sb + 32 * h + l];
+        }
+        is += p * sc[j];
+        im += mn[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+      }
+      acc = std::fma((float)is, d * y[i].d, acc);
+      accm = std::fma((float)im, dmin * y[i].d, accm);
+    }
+  }
+  *s = acc - accm;
+}
+static const bool kGemmEmu = std::getenv("PYLLM_Q4K_GEMM_EMU") != nullptr;
+
 // Rows [n0, n1) of W against all B activation rows, tiled so a block of weight rows stays in
 // L1/L2 while it meets every token of a token block.
 // The row kernel for W: llama.cpp's repacked-weight arithmetic where it would repack W.
@@ -31,6 +74,7 @@ static void mm_rows(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy,
   const vec_dot_4_fn vec_dot_4 = vec_dot == get_type_traits(W.type).vec_dot ? get_type_traits(W.type).vec_dot_4 : nullptr;
   const int K = (int)W.ne[0];
   const int B = qa.B;
+  const int t_gemm = kGemmEmu && W.type == GGML_TYPE_Q4_K && vec_dot != get_type_traits(W.type).vec_dot ? B - B % 4 : 0;
   constexpr int64_t RB = 8;   // weight rows per tile
   constexpr int TB = 32;      // tokens per tile
   for (int64_t r0 = n0; r0 < n1; r0 += RB) {
@@ -40,14 +84,14 @@ static void mm_rows(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy,
       for (int64_t r = r0; r < r1; r++) {
         const uint8_t* wr = W.data + r * W.nb1;
         int t = t0;
-        if (vec_dot_4) {
+        if (vec_dot_4) {  // never together with the gemm emulation (that one needs the repacked kernel)
           float s4[4];
           for (; t + 4 <= t1; t += 4) {
             vec_dot_4(K, s4, wr, qa.row(t), qa.row_bytes);
             for (int j = 0; j < 4; j++) Y[(t + j) * ldy + r] = s4[j];
           }
         }
-        for (; t < t1; t++) vec_dot(K, &Y[t * ldy + r], wr, qa.row(t));
+        for (; t < t1; t++) (t < t_gemm ? dot_q4_K_gemm_order : vec_dot)(K, &Y[t * ldy + r], wr, qa.row(t));
       }
     }
   }
