@@ -743,12 +743,15 @@ def noop_notice(p: Params) -> Optional[str]:
 
 
 def default_model() -> Optional[str]:
+    """The shipped default model: models/ of a source checkout (editable install), then the copy
+    installed inside the package (pip install .), then $PYLLM_DEFAULT_MODEL."""
     import pyllm
-    d = Path(pyllm.__file__).resolve().parents[1] / "models"
-    if d.is_dir():
-        ggufs = sorted(d.glob("*.gguf"))
-        if ggufs:
-            return str(ggufs[0])
+    pkg = Path(pyllm.__file__).resolve().parent
+    for d in (pkg.parent / "models", pkg / "models"):
+        if d.is_dir():
+            ggufs = sorted(d.glob("*.gguf"))
+            if ggufs:
+                return str(ggufs[0])
     envp = os.environ.get("PYLLM_DEFAULT_MODEL")
     if envp:
         return envp
