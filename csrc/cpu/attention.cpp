@@ -7,6 +7,7 @@
 
 #include "cpu/ops.h"
 #include "ggml/fp16.h"
+#include "ggml/vec_dot_ggml.h"
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -14,28 +15,6 @@
 namespace pyllm {
 
 #if defined(__x86_64__)
-__attribute__((target("avx2,fma,f16c"))) static float dot_f16c(const float* a, const uint16_t* b, int n) {
-  __m256 acc = _mm256_setzero_ps();
-  int i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256 bb = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(b + i)));
-    acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), bb, acc);
-  }
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-  s = _mm_hadd_ps(s, s); s = _mm_hadd_ps(s, s);
-  float r = _mm_cvtss_f32(s);
-  for (; i < n; i++) r += a[i] * fp16_to_fp32(b[i]);
-  return r;
-}
-__attribute__((target("avx2,fma,f16c"))) static void axpy_f16c(float* y, const uint16_t* x, float a, int n) {
-  __m256 va = _mm256_set1_ps(a);
-  int i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256 xx = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(x + i)));
-    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, xx, _mm256_loadu_ps(y + i)));
-  }
-  for (; i < n; i++) y[i] += a * fp16_to_fp32(x[i]);
-}
 __attribute__((target("avx2,f16c"))) static void store_f16c(uint16_t* dst, const float* src, int n) {
   int i = 0;
   for (; i + 8 <= n; i += 8)
@@ -47,61 +26,6 @@ static const bool kHasF16C = __builtin_cpu_supports("avx2") && __builtin_cpu_sup
 static const bool kHasF16C = false;
 #endif
 
-#if defined(__x86_64__)
-__attribute__((target("avx2,f16c"))) static void f16_row_f16c(const uint16_t* x, float* y, int n) {
-  int i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(x + i))));
-  for (; i < n; i++) y[i] = fp16_to_fp32(x[i]);
-}
-__attribute__((target("avx2,fma"))) static float dot_f32_avx2(const float* a, const float* b, int n) {
-  __m256 acc = _mm256_setzero_ps();
-  int i = 0;
-  for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-  s = _mm_hadd_ps(s, s); s = _mm_hadd_ps(s, s);
-  float r = _mm_cvtss_f32(s);
-  for (; i < n; i++) r += a[i] * b[i];
-  return r;
-}
-__attribute__((target("avx2,fma"))) static void axpy_f32_avx2(float* y, const float* x, float a, int n) {
-  const __m256 va = _mm256_set1_ps(a);
-  int i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-  for (; i < n; i++) y[i] += a * x[i];
-}
-#endif
-
-void f16_to_f32_row(const uint16_t* x, float* y, int n) {
-#if defined(__x86_64__)
-  if (kHasF16C) { f16_row_f16c(x, y, n); return; }
-#endif
-  for (int i = 0; i < n; i++) y[i] = fp16_to_fp32(x[i]);
-}
-float dot_f32(const float* a, const float* b, int n) {
-#if defined(__x86_64__)
-  if (kHasF16C) return dot_f32_avx2(a, b, n);
-#endif
-  float r = 0; for (int i = 0; i < n; i++) r += a[i] * b[i]; return r;
-}
-void axpy_f32(float* y, const float* x, float a, int n) {
-#if defined(__x86_64__)
-  if (kHasF16C) { axpy_f32_avx2(y, x, a, n); return; }
-#endif
-  for (int i = 0; i < n; i++) y[i] += a * x[i];
-}
-
-float dot_f32_f16(const float* a, const uint16_t* b, int n) {
-#if defined(__x86_64__)
-  if (kHasF16C) return dot_f16c(a, b, n);
-#endif
-  float r = 0; for (int i = 0; i < n; i++) r += a[i] * fp16_to_fp32(b[i]); return r;
-}
-void axpy_f16(float* y, const uint16_t* x, float a, int n) {
-#if defined(__x86_64__)
-  if (kHasF16C) { axpy_f16c(y, x, a, n); return; }
-#endif
-  for (int i = 0; i < n; i++) y[i] += a * fp16_to_fp32(x[i]);
-}
 void store_f16(uint16_t* dst, const float* src, int n) {
 #if defined(__x86_64__)
   if (kHasF16C) { store_f16c(dst, src, n); return; }
@@ -142,43 +66,6 @@ static const bool kHasAvx512FP16 =
     __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
 #else
     false;
-#endif
-
-// ggml_vec_dot_f16 (AVX512 layout: 4 x 16 f32 lanes over blocks of 64, tree reduction, leftovers in double)
-static float fa_dot_f16_scalar(const uint16_t* x, const uint16_t* y, int n) {
-  const int np = n & ~63;
-  float acc[4][16] = {};
-  for (int i = 0; i < np; i += 64)
-    for (int j = 0; j < 4; j++)
-      for (int l = 0; l < 16; l++)
-        acc[j][l] = std::fma(fp16_to_fp32(x[i + 16 * j + l]), fp16_to_fp32(y[i + 16 * j + l]), acc[j][l]);
-  float a[16];
-  for (int l = 0; l < 16; l++) a[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
-  float t[8], u[4];
-  for (int l = 0; l < 8; l++) t[l] = a[l + 8] + a[l];
-  for (int l = 0; l < 4; l++) u[l] = t[l + 4] + t[l];
-  double sum = (double)((u[0] + u[2]) + (u[1] + u[3]));
-  for (int i = np; i < n; i++) sum += (double)(fp16_to_fp32(x[i]) * fp16_to_fp32(y[i]));
-  return (float)sum;
-}
-
-#if defined(__x86_64__)
-__attribute__((target("avx512f,f16c,fma"))) static float fa_dot_f16_avx512(const uint16_t* x, const uint16_t* y, int n) {
-  const int np = n & ~63;
-  __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-  for (int i = 0; i < np; i += 64)
-    for (int j = 0; j < 4; j++) {
-      const __m512 ax = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(x + i + 16 * j)));
-      const __m512 ay = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(y + i + 16 * j)));
-      acc[j] = _mm512_fmadd_ps(ax, ay, acc[j]);
-    }
-  acc[0] = _mm512_add_ps(acc[0], acc[2]);
-  acc[1] = _mm512_add_ps(acc[1], acc[3]);
-  acc[0] = _mm512_add_ps(acc[0], acc[1]);
-  double sum = (double)_mm512_reduce_add_ps(acc[0]);
-  for (int i = np; i < n; i++) sum += (double)(fp16_to_fp32(x[i]) * fp16_to_fp32(y[i]));
-  return (float)sum;
-}
 #endif
 
 // double -> f16, correctly rounded (round-to-odd to f32, then the RNE f32 -> f16 conversion)
@@ -243,12 +130,6 @@ __attribute__((target("avx512f,f16c,fma"))) static void fa_mad_f_avx512(uint16_t
 }
 #endif
 
-static inline float fa_dot(const uint16_t* k, const uint16_t* q, int n) {
-#if defined(__x86_64__)
-  if (kHasAvx512F) return fa_dot_f16_avx512(k, q, n);
-#endif
-  return fa_dot_f16_scalar(k, q, n);
-}
 // ggml_vec_scale_f16
 static inline void fa_scale(uint16_t* y, float v, int n) {
   const int nh = kHasAvx512FP16 ? (n & ~127) : 0;
@@ -309,16 +190,16 @@ struct FaRow {
 #if defined(__x86_64__)
 #define FMAF(a, b, c) _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)))
 __attribute__((target("avx512fp16,avx512vl,avx512bw,avx512f,f16c,fma"))) static float fa_row_fp16(const FaRow& a) {
-  FA_ROW_BODY(fa_dot_f16_avx512, fa_scale_h_hw, fa_mad_h_hw, fa_scale_f_avx512, fa_mad_f_avx512, a.Dv & ~127)
+  FA_ROW_BODY(ggml_dot_f16_avx512, fa_scale_h_hw, fa_mad_h_hw, fa_scale_f_avx512, fa_mad_f_avx512, a.Dv & ~127)
 }
 __attribute__((target("avx512f,f16c,fma"))) static float fa_row_avx512(const FaRow& a) {
-  FA_ROW_BODY(fa_dot_f16_avx512, fa_scale_h, fa_mad_h, fa_scale_f_avx512, fa_mad_f_avx512, 0)
+  FA_ROW_BODY(ggml_dot_f16_avx512, fa_scale_h, fa_mad_h, fa_scale_f_avx512, fa_mad_f_avx512, 0)
 }
 #undef FMAF
 #endif
 #define FMAF(a, b, c) std::fma(a, b, c)
 static float fa_row_scalar(const FaRow& a) {
-  FA_ROW_BODY(fa_dot_f16_scalar, fa_scale_h, fa_mad_h, fa_scale_f, fa_mad_f, 0)
+  FA_ROW_BODY(ggml_dot_f16, fa_scale_h, fa_mad_h, fa_scale_f, fa_mad_f, 0)
 }
 #undef FMAF
 #undef FA_ROW_BODY

@@ -18,12 +18,7 @@ struct AttnParams {
 void attention(ThreadPool& tp, Memory& mem, int il, const ForwardIn& in, const float* q, const float* k,
                const float* v, float* out, const AttnParams& p);
 
-// f16 row helpers (F16C when the CPU has it)
-float dot_f32_f16(const float* a, const uint16_t* b, int n);
-void axpy_f16(float* y, const uint16_t* x, float a, int n);  // y += a * x
+// f32 row -> f16 (F16C when the CPU has it), the KV-cache store
 void store_f16(uint16_t* dst, const float* src, int n);
-void f16_to_f32_row(const uint16_t* x, float* y, int n);
-float dot_f32(const float* a, const float* b, int n);
-void axpy_f32(float* y, const float* x, float a, int n);
 
 }  // namespace pyllm

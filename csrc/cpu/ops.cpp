@@ -14,27 +14,6 @@ namespace pyllm {
 
 static void silu_free_expf16(float* t);
 
-#if defined(PYLLM_X86)
-namespace x86_avx512 {
-double exp_sub_sum(float* x, int64_t n, float mx);
-}  // namespace x86_avx512
-static const bool kAvx512 = __builtin_cpu_supports("avx512f");
-#endif
-
-// silu_mul / silu_inplace: the ggml-exact SiLU (see silu_row) over a contiguous run; rows whose
-// length is a multiple of 16 give the same bits as row-by-row calls
-void silu_mul(float* g, const float* u, int64_t n) { swiglu_row(g, u, g, (int)n); }
-void silu_inplace(float* x, int64_t n) { silu_row(x, x, (int)n); }
-
-double exp_sub_sum(float* x, int64_t n, float mx) {
-#if defined(PYLLM_X86)
-  if (kAvx512) return x86_avx512::exp_sub_sum(x, n, mx);
-#endif
-  double sum = 0;
-  for (int64_t i = 0; i < n; i++) { x[i] = std::exp(x[i] - mx); sum += x[i]; }
-  return sum;
-}
-
 void rms_norm(const float* x, const float* w, float* y, int n, float eps) {
   double sum = 0;  // ggml accumulates the f32 squares in double (ggml_float)
   for (int i = 0; i < n; i++) sum += (double)(x[i] * x[i]);

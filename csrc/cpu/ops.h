@@ -35,11 +35,6 @@ void silu_row(const float* x, float* y, int n);                    // y = silu(x
 void swiglu_row(const float* x, const float* g, float* y, int n);  // y = silu(x) * g
 void geglu_row(const float* x, const float* g, float* y, int n);   // y = gelu(x) * g
 
-// Array forms (AVX-512 when available): g = silu(g) * u ; x = silu(x) ; x = exp(x - mx) returning the sum
-void silu_mul(float* g, const float* u, int64_t n);
-void silu_inplace(float* x, int64_t n);
-double exp_sub_sum(float* x, int64_t n, float mx);
-
 // Float weight vectors (norm weights etc.) dequantized once at load.
 void weight_to_float(const Weight& w, float* out);
 

@@ -1,5 +1,7 @@
 #include "engine/context.h"
 
+#include "sampling/sampler.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -8,12 +10,14 @@
 namespace pyllm {
 
 namespace {
+// first maximum (lowest id among ties)
+int32_t argmax(const float* x, int64_t n) {
+  int32_t best = 0;
+  for (int64_t i = 1; i < n; i++) if (x[i] > x[best]) best = (int32_t)i;
+  return best;
+}
 struct GreedySampler : TokenSampler {
-  int32_t sample(const float* logits, int n_vocab) override {
-    int32_t best = 0;
-    for (int i = 1; i < n_vocab; i++) if (logits[i] > logits[best]) best = i;
-    return best;
-  }
+  int32_t sample(const float* logits, int n_vocab) override { return argmax(logits, n_vocab); }
   void accept(int32_t) override {}
 };
 using clock_t_ = std::chrono::steady_clock;
@@ -166,17 +170,8 @@ void Context::seq_rm(int seq, int p0) {
 StepToken Context::make_token(int32_t id, const float* logits, int n_probs) const {
   StepToken t{id, 1.0f, {}};
   if (n_probs <= 0) return t;
-  const int V = (int)model_.n_vocab;
-  float mx = -INFINITY;
-  for (int i = 0; i < V; i++) mx = std::max(mx, logits[i]);
-  double sum = 0;
-  for (int i = 0; i < V; i++) sum += std::exp((double)logits[i] - mx);
-  t.p = (float)(std::exp((double)logits[id] - mx) / sum);
-  std::vector<int32_t> idx(V);
-  for (int i = 0; i < V; i++) idx[i] = i;
-  const int k = std::min(n_probs, V);
-  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int a, int b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
-  for (int i = 0; i < k; i++) t.top.push_back({idx[i], (float)(std::exp((double)logits[idx[i]] - mx) / sum)});
+  // llama-server's n_probs: softmax of the raw logits (the sampling module's one definition)
+  for (auto& [tid, p] : top_probs(logits, (int)model_.n_vocab, n_probs, id, &t.p)) t.top.push_back({tid, p});
   return t;
 }
 
@@ -306,8 +301,7 @@ std::vector<std::vector<int32_t>> Context::draft(const std::vector<int>& gen, co
     for (int i = 0; i < n; i++) {
       const float* lg = logits.data() + (size_t)i * V;
       // argmax, and its probability within the softmax of the top-10 logits (upstream's p_min rule)
-      int32_t best = 0;
-      for (int v = 1; v < V; v++) if (lg[v] > lg[best]) best = v;
+      const int32_t best = argmax(lg, V);
       const int g = live[i];
       if (spec_.p_min > 0) {
         std::vector<float> top(lg, lg + V);
@@ -428,7 +422,8 @@ std::vector<StepOutput> Context::step() {
   int budget = n_batch_;
   prefill_step(outs, budget);
   generate_step(outs);
-  // merge outputs of the same sequence (prompt end + first decode cannot both happen, but keep it safe)
+  // a sequence whose prompt ended in prefill_step also decodes in generate_step: it then has two
+  // entries, in order (first token, then the next ones)
   return outs;
 }
 

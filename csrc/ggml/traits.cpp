@@ -49,34 +49,6 @@ static inline float cv_f32(float v) { return v; }
 static inline float cv_f16(uint16_t v) { return fp16_to_fp32(v); }
 
 #if defined(PYLLM_X86)
-__attribute__((target("avx512f,f16c,fma"))) static float ggml_dot_f32_avx512(const float* x, const float* y, int n) {
-  const int np = n & ~63;
-  __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-  for (int i = 0; i < np; i += 64)
-    for (int j = 0; j < 4; j++) acc[j] = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16 * j), _mm512_loadu_ps(y + i + 16 * j), acc[j]);
-  acc[0] = _mm512_add_ps(acc[0], acc[2]);
-  acc[1] = _mm512_add_ps(acc[1], acc[3]);
-  acc[0] = _mm512_add_ps(acc[0], acc[1]);
-  float sum = _mm512_reduce_add_ps(acc[0]);
-  for (int i = np; i < n; i++) sum = std::fma(x[i], y[i], sum);
-  return sum;
-}
-__attribute__((target("avx512f,f16c,fma"))) static float ggml_dot_f16_avx512(const uint16_t* x, const uint16_t* y, int n) {
-  const int np = n & ~63;
-  __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-  for (int i = 0; i < np; i += 64)
-    for (int j = 0; j < 4; j++) {
-      const __m512 ax = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(x + i + 16 * j)));
-      const __m512 ay = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(y + i + 16 * j)));
-      acc[j] = _mm512_fmadd_ps(ax, ay, acc[j]);
-    }
-  acc[0] = _mm512_add_ps(acc[0], acc[2]);
-  acc[1] = _mm512_add_ps(acc[1], acc[3]);
-  acc[0] = _mm512_add_ps(acc[0], acc[1]);
-  double sum = (double)_mm512_reduce_add_ps(acc[0]);
-  for (int i = np; i < n; i++) sum += (double)(fp16_to_fp32(x[i]) * fp16_to_fp32(y[i]));
-  return (float)sum;
-}
 static const bool kDotAvx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
 #endif
 
