@@ -14,13 +14,12 @@ machine load.
 import argparse
 import json
 import os
-import shlex
-import socket
-import subprocess
 import sys
 import threading
 import time
-import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from pyllm.bench.runners import BenchError, ServerProcess, http_json  # noqa: E402
 
 PROMPTS = [
     "def retry_with_backoff(fn, retries=3):",
@@ -30,57 +29,31 @@ PROMPTS = [
 ]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def start_server(name, cmd, model, extra):
+    """The bench package's launcher: free loopback port, /health wait, clear error with the log tail."""
+    srv = ServerProcess(cmd, name)
+    srv.start(["-m", model] + list(extra), "bench_server")
+    return srv
 
 
-def post(url, body, timeout=600):
-    req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as r:
-        return json.loads(r.read())
-
-
-def wait_healthy(url, proc, timeout=300):
-    t0 = time.time()
-    while time.time() - t0 < timeout:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with code {proc.returncode}")
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except Exception:
-            pass
-        time.sleep(0.3)
-    raise RuntimeError("server did not become healthy in time")
-
-
-class Server:
-    def __init__(self, cmd, model, extra):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        argv = shlex.split(cmd) + ["-m", model, "--host", "127.0.0.1", "--port", str(self.port)] + extra
-        self.log = open(os.environ.get("BENCH_SERVER_LOG", os.devnull), "a")
-        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
-        wait_healthy(self.url, self.proc)
-
-    def close(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+def post_completion(server, body):
+    status, r = http_json(server.url + "/completion", body, timeout=600)
+    if status != 200:
+        raise BenchError(f"error: {server.name} answered HTTP {status}: {r}")
+    return r
 
 
 def batch(server, clients, n_predict):
     """C simultaneous requests; returns (aggregate tok/s, draft_n, draft_n_accepted)."""
     results = [None] * clients
+    errors = []
     def one(i):
-        results[i] = post(server.url + "/completion", {
-            "prompt": PROMPTS[i % len(PROMPTS)], "n_predict": n_predict, "temperature": 0,
-            "cache_prompt": False, "ignore_eos": True, "seed": 1})
+        try:
+            results[i] = post_completion(server, {
+                "prompt": PROMPTS[i % len(PROMPTS)], "n_predict": n_predict, "temperature": 0,
+                "cache_prompt": False, "ignore_eos": True, "seed": 1})
+        except (BenchError, OSError) as e:  # reported after the batch, not lost in the thread
+            errors.append(e)
     threads = [threading.Thread(target=one, args=(i,)) for i in range(clients)]
     t0 = time.perf_counter()
     for t in threads:
@@ -88,6 +61,8 @@ def batch(server, clients, n_predict):
     for t in threads:
         t.join()
     wall = time.perf_counter() - t0
+    if errors:
+        raise BenchError(f"error: {server.name}: {errors[0]}")
     n = sum(r["timings"]["predicted_n"] for r in results)
     dn = sum(r["timings"].get("draft_n", 0) for r in results)
     da = sum(r["timings"].get("draft_n_accepted", 0) for r in results)
@@ -111,7 +86,7 @@ def main(argv=None):
     try:
         for name, cmd in engines:
             print(f"starting {name}: {cmd}", file=sys.stderr)
-            servers[name] = Server(cmd, a.model, extra)
+            servers[name] = start_server(name, cmd, a.model, extra)
         for name in servers:  # warm-up
             batch(servers[name], 1, 8)
         res = {name: {c: (0.0, 0, 0) for c in clients} for name in servers}
@@ -122,6 +97,9 @@ def main(argv=None):
                     if tps > res[name][c][0]:
                         res[name][c] = (tps, dn, da)
                     print(f"rep {rep} clients {c} {name}: {tps:.1f} tok/s", file=sys.stderr)
+    except BenchError as e:
+        print(e, file=sys.stderr)
+        return 1
     finally:
         for s in servers.values():
             s.close()
