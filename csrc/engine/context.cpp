@@ -191,18 +191,16 @@ bool Context::finish_token(Seq& s, StepOutput& out, int32_t id) {
   return true;
 }
 
-void Context::mtp_catch_up(const std::vector<int32_t>& tokens, const std::vector<int32_t>& pos, const std::vector<int32_t>& seqs,
-                           const std::vector<float>& h_tgt) {
+void Context::mtp_catch_up(int n, const int32_t* tokens, const int32_t* pos, const int32_t* seqs, const float* h_tgt) {
   // MTP row p pairs (x_p, h_{p-1}): the first row of a sequence takes its pending_h
-  const int n = (int)tokens.size();
   const int64_t E = model_.n_embd;
   std::vector<float> hin((size_t)n * E);
   for (int r = 0; r < n; r++) {
-    const float* src = (r == 0 || seqs[r] != seqs[r - 1]) ? seqs_[seqs[r]].pending_h.data() : h_tgt.data() + (r - 1) * E;
+    const float* src = (r == 0 || seqs[r] != seqs[r - 1]) ? seqs_[seqs[r]].pending_h.data() : h_tgt + (r - 1) * E;
     std::copy(src, src + E, hin.data() + r * E);
   }
   ForwardIn in;
-  in.n = n; in.tokens = tokens.data(); in.pos = pos.data(); in.seq = seqs.data(); in.embd_in = hin.data();
+  in.n = n; in.tokens = tokens; in.pos = pos; in.seq = seqs; in.embd_in = hin.data();
   model_.forward_mtp(tp_, *mtp_mem_, in);
 }
 
@@ -222,8 +220,12 @@ void Context::prefill_step(std::vector<StepOutput>& outs, int& budget) {
   if (tokens.empty()) return;
   const int n = (int)tokens.size();
   const int64_t V = model_.n_vocab, E = model_.n_embd;
-  std::vector<float> logits((size_t)out_rows.size() * V);
-  std::vector<float> hidden(mtp_mem_ ? (size_t)n * E : 0);
+  // step buffers are members: every element read is written by the forward first, so reuse is safe
+  // and saves zero-filling rows x n_vocab floats per step
+  std::vector<float>& logits = logits_buf_;
+  std::vector<float>& hidden = hidden_buf_;
+  logits.resize((size_t)out_rows.size() * V);
+  hidden.resize(mtp_mem_ ? (size_t)n * E : 0);
   // ubatches; a sequence's rows stay in order
   int out_i = 0;
   for (int b0 = 0; b0 < n; b0 += n_ubatch_) {
@@ -238,9 +240,7 @@ void Context::prefill_step(std::vector<StepOutput>& outs, int& budget) {
     model_.forward(tp_, *mem_, in);
     gstats_.n_decode_calls++;
     if (mtp_mem_) {
-      std::vector<int32_t> t(tokens.begin() + b0, tokens.begin() + b1), p(pos.begin() + b0, pos.begin() + b1), q(seqs.begin() + b0, seqs.begin() + b1);
-      std::vector<float> h(hidden.begin() + (size_t)b0 * E, hidden.begin() + (size_t)b1 * E);
-      mtp_catch_up(t, p, q, h);
+      mtp_catch_up(b1 - b0, tokens.data() + b0, pos.data() + b0, seqs.data() + b0, hidden.data() + (size_t)b0 * E);
       for (int r = b0; r < b1; r++)
         if (r + 1 == b1 || seqs[r + 1] != seqs[r]) std::copy(hidden.begin() + (size_t)r * E, hidden.begin() + (size_t)(r + 1) * E, seqs_[seqs[r]].pending_h.begin());
     }
@@ -284,7 +284,8 @@ std::vector<std::vector<int32_t>> Context::draft(const std::vector<int>& gen, co
     tok.push_back(s.last); pos.push_back(mem_->seq_pos(gen[g])); seq.push_back(gen[g]);
     hin.insert(hin.end(), s.pending_h.begin(), s.pending_h.end());
   }
-  std::vector<float> logits, hidden;
+  std::vector<float>& logits = draft_logits_buf_;
+  std::vector<float>& hidden = draft_hidden_buf_;
   std::vector<int32_t> rows;
   while (!live.empty()) {
     const int n = (int)live.size();
@@ -357,8 +358,10 @@ void Context::generate_step(std::vector<StepOutput>& outs) {
   const int n = (int)tokens.size();
   rows.resize(n);
   for (int i = 0; i < n; i++) rows[i] = i;
-  std::vector<float> logits((size_t)n * V);
-  std::vector<float> hidden(mtp_mem_ ? (size_t)n * E : 0);
+  std::vector<float>& logits = logits_buf_;
+  std::vector<float>& hidden = hidden_buf_;
+  logits.resize((size_t)n * V);
+  hidden.resize(mtp_mem_ ? (size_t)n * E : 0);
   ForwardIn in;
   in.n = n; in.tokens = tokens.data(); in.pos = pos.data(); in.seq = seqs.data();
   in.out_rows = rows.data(); in.n_out = n; in.logits = logits.data();
@@ -366,7 +369,7 @@ void Context::generate_step(std::vector<StepOutput>& outs) {
   in.snapshot = spec_.enabled();
   model_.forward(tp_, *mem_, in);
   gstats_.n_decode_calls++;
-  if (mtp_mem_) mtp_catch_up(tokens, pos, seqs, hidden);
+  if (mtp_mem_) mtp_catch_up(n, tokens.data(), pos.data(), seqs.data(), hidden.data());
 
   for (size_t g = 0; g < gen.size(); g++) {
     const int si = gen[g];

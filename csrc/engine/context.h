@@ -111,8 +111,8 @@ class Context {
   void check_seq(int seq) const;
   void prefill_step(std::vector<StepOutput>& outs, int& budget);
   void generate_step(std::vector<StepOutput>& outs);
-  void mtp_catch_up(const std::vector<int32_t>& tokens, const std::vector<int32_t>& pos, const std::vector<int32_t>& seqs,
-                    const std::vector<float>& h_tgt);
+  // fills the MTP KV for rows just decoded by the target (h_tgt: their hidden states, [n][n_embd])
+  void mtp_catch_up(int n, const int32_t* tokens, const int32_t* pos, const int32_t* seqs, const float* h_tgt);
   std::vector<std::vector<int32_t>> draft(const std::vector<int>& gen, const std::vector<int>& n_draft_max);
   StepToken make_token(int32_t id, const float* logits, int n_probs) const;
   bool finish_token(Seq& s, StepOutput& out, int32_t id);
@@ -124,6 +124,9 @@ class Context {
   std::unique_ptr<Memory> mem_, mtp_mem_;
   std::vector<Seq> seqs_;
   GlobalStats gstats_;
+  // per-step scratch, reused: logits [rows][n_vocab], target hidden states [rows][n_embd], and the
+  // drafter's own pair (drafting runs before the verification batch that uses the first pair)
+  std::vector<float> logits_buf_, hidden_buf_, draft_logits_buf_, draft_hidden_buf_;
 };
 
 }  // namespace pyllm
