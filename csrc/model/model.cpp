@@ -136,6 +136,10 @@ void commit_runs(Memory& mem, const ForwardIn& in) {
 
 void compute_logits(ThreadPool& tp, const Weight& output, const float* h, int64_t n_embd, const ForwardIn& in) {
   if (in.n_out == 0 || !in.logits) return;
+  // rows 0..n_out-1 (verification batches, prefill of one row) are already contiguous in h
+  bool leading = true;
+  for (int i = 0; i < in.n_out && leading; i++) leading = in.out_rows[i] == i;
+  if (leading) { matmul(tp, output, h, n_embd, in.n_out, in.logits, output.ne[1]); return; }
   thread_local std::vector<float> sel;
   sel.resize((size_t)in.n_out * n_embd);
   for (int i = 0; i < in.n_out; i++)
