@@ -123,7 +123,7 @@ static inline void load_q45_block(const void* vx, int i, Q45Block& o) {
     o.wq[c] = _mm512_and_si512(_mm512_srlv_epi16(q, shift), m4);  // low nibbles | high nibbles
     if (Q5) {
       const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * c))), _mm256_set1_epi8((char)(1 << (2 * c + 1))), 1);
-      o.wq[c] = _mm512_mask_or_epi32(o.wq[c], 0xFFFF, o.wq[c], _mm512_maskz_mov_epi8(_mm512_test_epi8_mask(qh, bit), _mm512_set1_epi8(0x10)));
+      o.wq[c] = _mm512_or_si512(o.wq[c], _mm512_maskz_mov_epi8(_mm512_test_epi8_mask(qh, bit), _mm512_set1_epi8(0x10)));
     }
     const __m512i idx = _mm512_inserti64x4(_mm512_set1_epi16((short)(2 * c)), _mm256_set1_epi16((short)(2 * c + 1)), 1);
     o.scv[c] = _mm512_permutexvar_epi16(idx, sc16);
@@ -188,25 +188,70 @@ static void dot_q45_K_512(int n, float* s, const void* vx, const void* vy, size_
 // the repacked-Q4_K arithmetic (see dot_q4_K_rp): one int32 per super-block for sums and mins
 template <int NR>
 static void dot_q4_K_rp_512(int n, float* s, const void* vx, const void* vy, size_t by) {
-  float acc[NR], accm[NR];
-  for (int r = 0; r < NR; r++) { acc[r] = 0.f; accm[r] = 0.f; }
+  __m128 acc[NR], accm[NR];  // scalars in lane 0 (kept in registers: no insert/extract per block)
+  for (int r = 0; r < NR; r++) { acc[r] = _mm_setzero_ps(); accm[r] = _mm_setzero_ps(); }
   Q45Block b;
   for (int i = 0; i < n / QK_K; i++) {
     load_q45_block<false>(vx, i, b);
+    const __m128 d = _mm_set_ss(b.d), dmin = _mm_set_ss(b.dmin);
     for (int r = 0; r < NR; r++) {
       const block_q8_K* y = (const block_q8_K*)row(vy, by, r) + i;
-      // both reductions in one pass: lanes 0..3 sums (folded twice), 4..7 mins
+      // both reductions in one pass: sums folded to 4 lanes, then [s01 s23 m01 m23] -> [s m . .]
       const __m256i f = fold512(q45_isum(b, y));
       const __m128i is4 = _mm_add_epi32(_mm256_castsi256_si128(f), _mm256_extracti128_si256(f, 1));
-      const __m128i h = _mm_hadd_epi32(is4, q45_mins(b, y));  // [s01 s23 m01 m23]
-      const __m128i h2 = _mm_hadd_epi32(h, h);                 // [s, m, s, m]
-      const int is = _mm_cvtsi128_si32(h2), imin = _mm_extract_epi32(h2, 1);
-      acc[r] = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss((float)is), _mm_set_ss(b.d * y->d), _mm_set_ss(acc[r])));
-      accm[r] = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss((float)imin), _mm_set_ss(b.dmin * y->d), _mm_set_ss(accm[r])));
+      const __m128i h = _mm_hadd_epi32(is4, q45_mins(b, y));
+      const __m128 sm = _mm_cvtepi32_ps(_mm_hadd_epi32(h, h));  // rounds as (float)int does
+      const __m128 yd = _mm_load_ss(&y->d);
+      acc[r] = _mm_fmadd_ss(sm, _mm_mul_ss(d, yd), acc[r]);
+      accm[r] = _mm_fmadd_ss(_mm_movehdup_ps(sm), _mm_mul_ss(dmin, yd), accm[r]);
     }
   }
-  for (int r = 0; r < NR; r++) s[r] = acc[r] - accm[r];
+  for (int r = 0; r < NR; r++) s[r] = _mm_cvtss_f32(_mm_sub_ss(acc[r], accm[r]));
 }
+// ---- Q6_K on 512-bit integer lanes: pairs of 32-element chunks (64 contiguous bytes of y) ----
+// Folding the two halves gives the 256-bit kernel's 8 integer lanes exactly, so the float side
+// (one fma per super-block on those 8 lanes) is dot_q6_K's.
+template <int NR>
+static void dot_q6_K_512(int n, float* s, const void* vx, const void* vy, size_t by) {
+  const block_q6_K* x = (const block_q6_K*)vx;
+  __m256 acc[NR];
+  for (int r = 0; r < NR; r++) acc[r] = _mm256_setzero_ps();
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(3);
+  for (int i = 0; i < n / QK_K; i++) {
+    __m512i wq[4], scv[4];
+    const __m256i sc16y = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)x[i].scales));
+    const __m512i sc16 = _mm512_castsi256_si512(sc16y);
+    for (int h = 0; h < 2; h++) {
+      const __m512i l = _mm512_loadu_si512((const void*)(x[i].ql + 64 * h));  // chunks (0,1) low nibbles, (2,3) high
+      const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i*)(x[i].qh + 32 * h)));
+      for (int g2 = 0; g2 < 2; g2++) {  // chunk pair (2*g2, 2*g2 + 1) of this half
+        const __m512i lo = g2 ? _mm512_and_si512(_mm512_srli_epi16(l, 4), m4) : _mm512_and_si512(l, m4);
+        const long long s0 = 4 * g2, s1 = 4 * g2 + 2;  // high-bit shifts of the two chunks
+        const __m512i shv = _mm512_set_epi64(s1 * 0x0001000100010001LL, s1 * 0x0001000100010001LL, s1 * 0x0001000100010001LL, s1 * 0x0001000100010001LL,
+                                             s0 * 0x0001000100010001LL, s0 * 0x0001000100010001LL, s0 * 0x0001000100010001LL, s0 * 0x0001000100010001LL);
+        const __m512i hi = _mm512_and_si512(_mm512_srlv_epi16(hb, shv), m3);
+        const int p = 2 * h + g2;  // chunks 2p, 2p+1 = 64 elements = scale groups 4p..4p+3
+        wq[p] = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
+        const __m512i idx = _mm512_set_epi64(
+            (4 * p + 3) * 0x0001000100010001LL, (4 * p + 3) * 0x0001000100010001LL, (4 * p + 2) * 0x0001000100010001LL, (4 * p + 2) * 0x0001000100010001LL,
+            (4 * p + 1) * 0x0001000100010001LL, (4 * p + 1) * 0x0001000100010001LL, (4 * p) * 0x0001000100010001LL, (4 * p) * 0x0001000100010001LL);
+        scv[p] = _mm512_permutexvar_epi16(idx, sc16);
+      }
+    }
+    const float d = h2f(x[i].d);
+    for (int r = 0; r < NR; r++) {
+      const block_q8_K* y = (const block_q8_K*)row(vy, by, r) + i;
+      __m512i isum = _mm512_setzero_si512();
+      for (int p = 0; p < 4; p++)
+        isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(wq[p], _mm512_loadu_si512((const void*)(y->qs + 64 * p))), scv[p]);
+      const __m256i off = _mm256_madd_epi16(sc16y, _mm256_loadu_si256((const __m256i*)y->bsums));
+      const __m256i is8 = _mm256_sub_epi32(fold512(isum), _mm256_slli_epi32(off, 5));
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is8), _mm256_set1_ps(y->d * d), acc[r]);
+    }
+  }
+  for (int r = 0; r < NR; r++) s[r] = hsum8(acc[r]);
+}
+PYLLM_KERNEL_FAMILY(K_q6_K_512, (dot_q6_K_512<NR>(n, s, x, y, by)));
 PYLLM_KERNEL_FAMILY(K_q4_K_512, (dot_q45_K_512<false, NR>(n, s, x, y, by)));
 PYLLM_KERNEL_FAMILY(K_q5_K_512, (dot_q45_K_512<true, NR>(n, s, x, y, by)));
 PYLLM_KERNEL_FAMILY(K_q4_K_rp_512, (dot_q4_K_rp_512<NR>(n, s, x, y, by)));
@@ -218,6 +263,7 @@ void quants_override_avx512(type_traits* t) {
   install_quant_kernels(t);
   t[GGML_TYPE_Q4_K].vec_dot = vd1<K_q4_K_512>; t[GGML_TYPE_Q4_K].vec_dot_k = vdk<K_q4_K_512>;
   t[GGML_TYPE_Q5_K].vec_dot = vd1<K_q5_K_512>; t[GGML_TYPE_Q5_K].vec_dot_k = vdk<K_q5_K_512>;
+  t[GGML_TYPE_Q6_K].vec_dot = vd1<K_q6_K_512>; t[GGML_TYPE_Q6_K].vec_dot_k = vdk<K_q6_K_512>;
   t[GGML_TYPE_Q4_K].vec_dot_rp = vd1<K_q4_K_rp_512>; t[GGML_TYPE_Q4_K].vec_dot_rp_k = vdk<K_q4_K_rp_512>;
   // F32/F16 keep the table's ggml_vec_dot_f32/_f16 (vec_dot_ggml.h): same bits at every level
   t[GGML_TYPE_BF16].vec_dot = vd_bf16;
