@@ -265,7 +265,8 @@ def test_simd_levels_bit_identical_on_quantized_kernels():
     for t in VEC_DOT_TYPE:
         if t in (QT.F32, QT.F16, QT.BF16):
             continue
-        for n in (256, 256 * 5):
+        blck = c.type_traits(int(t))["blck_size"]
+        for n in (256, 256 * 5) + ((96,) if blck == 32 else ()):  # 96: an odd count of 32-blocks
             w = random_row(t, n, rng)
             x = rng.standard_normal((8, n)).astype(np.float32)
             for repacked in (False, True):

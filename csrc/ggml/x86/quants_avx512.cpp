@@ -208,6 +208,83 @@ static void dot_q4_K_rp_512(int n, float* s, const void* vx, const void* vy, siz
   }
   for (int r = 0; r < NR; r++) s[r] = _mm_cvtss_f32(_mm_sub_ss(acc[r], accm[r]));
 }
+// ---- 32-element block types on 512-bit integer lanes: two blocks per zmm ----
+// dpbusd on a block pair, then the two 8-lane halves go through the same per-block fma chain as
+// dot_signed_q8_0 / dot_unsigned_q8_1 (block i, then block i+1), so the bits are theirs.
+static inline __m512i pair512(__m256i a, __m256i b) { return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1); }
+
+template <class W, int NR>
+static void dot_signed_q8_0_512(int n, float* s, const void* vx, const void* vy, size_t by) {
+  const typename W::B* x = (const typename W::B*)vx;
+  const int nb = n / 32;
+  __m256 acc[NR];
+  for (int r = 0; r < NR; r++) acc[r] = _mm256_setzero_ps();
+  int i = 0;
+  for (; i + 2 <= nb; i += 2) {
+    const __m512i q = pair512(W::load(x[i]), W::load(x[i + 1]));
+    const __mmask64 neg = _mm512_movepi8_mask(q);
+    const __m512i aq = _mm512_abs_epi8(q);
+    const float dx0 = h2f(x[i].d), dx1 = h2f(x[i + 1].d);
+    for (int r = 0; r < NR; r++) {
+      const block_q8_0* y = (const block_q8_0*)row(vy, by, r) + i;
+      const __m512i yq = pair512(_mm256_loadu_si256((const __m256i*)y[0].qs), _mm256_loadu_si256((const __m256i*)y[1].qs));
+      const __m512i sy = _mm512_mask_sub_epi8(yq, neg, _mm512_setzero_si512(), yq);  // y * sign(q); |q| * 0 covers q == 0
+      const __m512 pf = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), aq, sy));
+      acc[r] = _mm256_fmadd_ps(_mm512_castps512_ps256(pf), _mm256_set1_ps(dx0 * h2f(y[0].d)), acc[r]);
+      acc[r] = _mm256_fmadd_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(pf), 1)), _mm256_set1_ps(dx1 * h2f(y[1].d)), acc[r]);
+    }
+  }
+  for (; i < nb; i++) {  // odd block count: the 256-bit body
+    const __m256i q = W::load(x[i]);
+    const __m256i aq = _mm256_sign_epi8(q, q);
+    const float dx = h2f(x[i].d);
+    for (int r = 0; r < NR; r++) {
+      const block_q8_0* y = (const block_q8_0*)row(vy, by, r) + i;
+      const __m256i p = dot_u8s8(aq, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i*)y->qs), q));
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dx * h2f(y->d)), acc[r]);
+    }
+  }
+  for (int r = 0; r < NR; r++) s[r] = hsum8(acc[r]);
+}
+
+template <class W, int NR>
+static void dot_unsigned_q8_1_512(int n, float* s, const void* vx, const void* vy, size_t by) {
+  const typename W::B* x = (const typename W::B*)vx;
+  const int nb = n / 32;
+  __m256 acc[NR], accm[NR];
+  for (int r = 0; r < NR; r++) { acc[r] = _mm256_setzero_ps(); accm[r] = _mm256_setzero_ps(); }
+  auto min_term = [](__m256 accm, float m, const block_q8_1* y) {  // lane 0 only, as dot_unsigned_q8_1
+    return _mm256_fmadd_ps(_mm256_set1_ps(m), _mm256_castps128_ps256(_mm_set_ss(h2f(y->s))), accm);
+  };
+  int i = 0;
+  for (; i + 2 <= nb; i += 2) {
+    const __m512i q = pair512(W::load(x[i]), W::load(x[i + 1]));
+    const float dx0 = h2f(x[i].d), dx1 = h2f(x[i + 1].d), m0 = h2f(x[i].m), m1 = h2f(x[i + 1].m);
+    for (int r = 0; r < NR; r++) {
+      const block_q8_1* y = (const block_q8_1*)row(vy, by, r) + i;
+      const __m512i yq = pair512(_mm256_loadu_si256((const __m256i*)y[0].qs), _mm256_loadu_si256((const __m256i*)y[1].qs));
+      const __m512 pf = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, yq));
+      acc[r] = _mm256_fmadd_ps(_mm512_castps512_ps256(pf), _mm256_set1_ps(dx0 * h2f(y[0].d)), acc[r]);
+      accm[r] = min_term(accm[r], m0, &y[0]);
+      acc[r] = _mm256_fmadd_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(pf), 1)), _mm256_set1_ps(dx1 * h2f(y[1].d)), acc[r]);
+      accm[r] = min_term(accm[r], m1, &y[1]);
+    }
+  }
+  for (; i < nb; i++) {
+    const __m256i q = W::load(x[i]);
+    const float dx = h2f(x[i].d), m = h2f(x[i].m);
+    for (int r = 0; r < NR; r++) {
+      const block_q8_1* y = (const block_q8_1*)row(vy, by, r) + i;
+      const __m256i p = dot_u8s8(q, _mm256_loadu_si256((const __m256i*)y->qs));
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dx * h2f(y->d)), acc[r]);
+      accm[r] = min_term(accm[r], m, y);
+    }
+  }
+  for (int r = 0; r < NR; r++) s[r] = hsum8(acc[r]) + _mm256_cvtss_f32(accm[r]);
+}
+template <class W> PYLLM_KERNEL_FAMILY(K_signed_512, (dot_signed_q8_0_512<W, NR>(n, s, x, y, by)));
+template <class W> PYLLM_KERNEL_FAMILY(K_unsigned_512, (dot_unsigned_q8_1_512<W, NR>(n, s, x, y, by)));
+
 // ---- Q6_K on 512-bit integer lanes: pairs of 32-element chunks (64 contiguous bytes of y) ----
 // Folding the two halves gives the 256-bit kernel's 8 integer lanes exactly, so the float side
 // (one fma per super-block on those 8 lanes) is dot_q6_K's.
@@ -263,6 +340,13 @@ void quants_override_avx512(type_traits* t) {
   install_quant_kernels(t);
   t[GGML_TYPE_Q4_K].vec_dot = vd1<K_q4_K_512>; t[GGML_TYPE_Q4_K].vec_dot_k = vdk<K_q4_K_512>;
   t[GGML_TYPE_Q5_K].vec_dot = vd1<K_q5_K_512>; t[GGML_TYPE_Q5_K].vec_dot_k = vdk<K_q5_K_512>;
+  auto put = [&](ggml_type id, vec_dot_fn f, vec_dot_k_fn fk) { t[id].vec_dot = f; t[id].vec_dot_k = fk; };
+  put(GGML_TYPE_Q8_0, vd1<K_signed_512<W_q8_0>>, vdk<K_signed_512<W_q8_0>>);
+  put(GGML_TYPE_Q4_0, vd1<K_signed_512<W_q4_0>>, vdk<K_signed_512<W_q4_0>>);
+  put(GGML_TYPE_Q5_0, vd1<K_signed_512<W_q5_0>>, vdk<K_signed_512<W_q5_0>>);
+  put(GGML_TYPE_IQ4_NL, vd1<K_signed_512<W_iq4_nl>>, vdk<K_signed_512<W_iq4_nl>>);
+  put(GGML_TYPE_Q4_1, vd1<K_unsigned_512<W_q4_1>>, vdk<K_unsigned_512<W_q4_1>>);
+  put(GGML_TYPE_Q5_1, vd1<K_unsigned_512<W_q5_1>>, vdk<K_unsigned_512<W_q5_1>>);
   t[GGML_TYPE_Q6_K].vec_dot = vd1<K_q6_K_512>; t[GGML_TYPE_Q6_K].vec_dot_k = vdk<K_q6_K_512>;
   t[GGML_TYPE_Q4_K].vec_dot_rp = vd1<K_q4_K_rp_512>; t[GGML_TYPE_Q4_K].vec_dot_rp_k = vdk<K_q4_K_rp_512>;
   // F32/F16 keep the table's ggml_vec_dot_f32/_f16 (vec_dot_ggml.h): same bits at every level
