@@ -13,8 +13,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
 from ..args import Params
-from ..chat import resolve_chat_template
-from ..engine import Engine, Event, Task, apply_chat_template, log
+from ..chat import apply_chat_template, resolve_chat_template
+from ..generation import Event
+from ..log import log
+from .engine import Engine, Task
 from . import metrics as metrics_mod
 from . import slots as slots_mod
 from .schemas import (ApiError, core_params, defaults_from_cli, gen_id, invalid, parse_common, parse_json_body,
