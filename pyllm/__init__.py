@@ -11,5 +11,7 @@ from ._native import core as _core  # the C++ core; a missing build fails here w
 GGUFError = _core.GGUFError
 GGUFFile = _core.GGUFFile
 
-__all__ = ["GGUFError", "GGUFFile"]
+from .llama import Llama  # noqa: E402  (needs the core)
+
+__all__ = ["Llama", "GGUFError", "GGUFFile"]
 __version__ = "0.1.0"

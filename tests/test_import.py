@@ -10,8 +10,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_public_names():
-    assert set(pyllm.__all__) == {"GGUFError", "GGUFFile"}
-    assert issubclass(pyllm.GGUFError, Exception)
+    assert set(pyllm.__all__) == {"Llama", "GGUFError", "GGUFFile"}
+    assert callable(pyllm.Llama) and issubclass(pyllm.GGUFError, Exception)
 
 
 def test_unbuilt_source_tree_says_what_to_run(tmp_path):

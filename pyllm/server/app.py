@@ -13,7 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
 from ..args import Params
-from ..chat import apply_chat_template, resolve_chat_template
+from ..chat import apply_chat_template, normalize_messages, resolve_chat_template
 from ..generation import Event
 from ..log import log
 from .engine import Engine, Task
@@ -225,32 +225,10 @@ def create_app(params: Params, core=None, state: Optional[ServerState] = None):
         return resolve_chat_template(t or None, {"tokenizer.chat_template": getattr(eng().model, "chat_template", None)})
 
     def render_chat(body: dict) -> str:
-        msgs = body.get("messages")
-        if not isinstance(msgs, list):
-            raise invalid("'messages' is required and must be an array")
-        norm = []
-        for m in msgs:
-            if not isinstance(m, dict) or "role" not in m:
-                raise invalid("Missing 'role' in message")
-            role = m["role"]
-            if "content" not in m and role != "assistant" and not m.get("tool_calls"):
-                raise invalid("Missing 'content' (ref: https://github.com/ggml-org/llama.cpp/issues/8367)")
-            c = m.get("content")
-            if isinstance(c, list):
-                parts = []
-                for part in c:
-                    if isinstance(part, dict) and part.get("type") == "text":
-                        parts.append(str(part.get("text", "")))
-                    else:
-                        raise invalid("unsupported content part type (pyllm has no multimodal support)")
-                c = "\n".join(parts)
-            elif c is None:
-                c = ""
-            elif not isinstance(c, str):
-                raise invalid("Invalid 'content' type")
-            mm = dict(m)
-            mm["content"] = c
-            norm.append(mm)
+        try:
+            norm = normalize_messages(body.get("messages"))
+        except ValueError as e:
+            raise invalid(str(e))
         tools = body.get("tools")
         if tools and not params.use_jinja:
             raise invalid("tools param requires --jinja flag")
