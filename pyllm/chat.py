@@ -151,3 +151,34 @@ def apply_chat_template(template: str, messages: list[dict], add_generation_prom
         raise ValueError(f"chat template syntax error (line {e.lineno}): {e.message}") from e
     except (jinja2.exceptions.TemplateError, TypeError, KeyError, AttributeError, IndexError) as e:
         raise ValueError(f"chat template error: {e}") from e
+
+
+def normalize_messages(messages) -> list:
+    """OpenAI chat messages -> what templates render: content parts joined, None content as "".
+    ValueError (llama-server's messages) for a malformed list; image/audio parts are not supported."""
+    if not isinstance(messages, list):
+        raise ValueError("'messages' is required and must be an array")
+    norm = []
+    for m in messages:
+        if not isinstance(m, dict) or "role" not in m:
+            raise ValueError("Missing 'role' in message")
+        role = m["role"]
+        if "content" not in m and role != "assistant" and not m.get("tool_calls"):
+            raise ValueError("Missing 'content' (ref: https://github.com/ggml-org/llama.cpp/issues/8367)")
+        c = m.get("content")
+        if isinstance(c, list):
+            parts = []
+            for part in c:
+                if isinstance(part, dict) and part.get("type") == "text":
+                    parts.append(str(part.get("text", "")))
+                else:
+                    raise ValueError("unsupported content part type (pyllm has no multimodal support)")
+            c = "\n".join(parts)
+        elif c is None:
+            c = ""
+        elif not isinstance(c, str):
+            raise ValueError("Invalid 'content' type")
+        mm = dict(m)
+        mm["content"] = c
+        norm.append(mm)
+    return norm
