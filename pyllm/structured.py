@@ -152,18 +152,17 @@ class GuidanceTokenizer:
             pieces.append(p)
         self.special = {pieces[i][1:].decode("utf-8", "replace"): i for i in special}
 
-        outer = self
-
-        class _Wrapped:
+        class _Wrapped:  # holds the tokenizer itself, not self: no cycle through the Rust object
             eos_token_id = tokenizer.eos
             bos_token_id = tokenizer.bos if tokenizer.bos >= 0 else None
             tokens = pieces
             special_token_ids = special
+            _tok = tokenizer
 
             def __call__(self, s):
                 if isinstance(s, bytes):
                     s = s.decode("utf-8", "replace")
-                return list(outer.tok.tokenize(s, False, False))
+                return list(self._tok.tokenize(s, False, False))
 
         eos = sorted(set(tokenizer.eog_ids) | ({tokenizer.eos} if tokenizer.eos >= 0 else set()))
         self.ll = llg.LLTokenizer(llg.TokenizerWrapper(_Wrapped()), n_vocab=self.n_vocab, eos_token=eos)

@@ -145,3 +145,18 @@ def test_budget_message_zero_unlimited_and_model_closing():
     assert b.forced() == 1000
     with pytest.raises(ValueError):
         ReasoningBudget(-2, _toy_tokenize, True)
+
+
+def test_reasoning_flags():
+    from pyllm.args import ArgError, parse_args
+    p = parse_args(["--reasoning-format", "deepseek", "-rea", "off", "--reasoning-budget", "0",
+                    "--chat-template-kwargs", '{"enable_thinking": false}', "--reasoning-budget-message", "enough"],
+                   env={})
+    assert (p.reasoning_format, p.reasoning, p.reasoning_budget, p.reasoning_budget_message) == (
+        "deepseek", "off", 0, "enough")
+    assert parse_template_kwargs(p.chat_template_kwargs) == {"enable_thinking": False}
+    assert parse_args([], env={"LLAMA_ARG_THINK": "none"}).reasoning_format == "none"
+    for bad, msg in ((["--reasoning-format", "r1"], "unknown reasoning format"), (["-rea", "maybe"], "--reasoning"),
+                     (["--reasoning-budget", "-5"], "reasoning-budget"), (["--chat-template-kwargs", "[1]"], "JSON object")):
+        with pytest.raises(ArgError, match=msg):
+            parse_args(bad, env={})
