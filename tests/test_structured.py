@@ -22,8 +22,9 @@ ROOT = Path(__file__).resolve().parents[1]
 QWEN = ROOT / "models" / "qwen35-tiny-mtp-Q8_0.gguf"
 QWEN35_TEMPLATE = (Path(__file__).parent / "data" / "templates" / "qwen3.5.jinja").read_text()
 WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
-    "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer", "minimum": 1,
-                                                                          "maximum": 7}},
+    "type": "object", "properties": {"city": {"type": "string", "maxLength": 24},
+                                     "days": {"type": "integer", "minimum": 1, "maximum": 7},
+                                     "unit": {"enum": ["c", "f"]}, "code": {"type": "string", "pattern": "^[A-Z]{2}$"}},
     "required": ["city", "days"]}}}
 NOW = {"type": "function", "function": {"name": "now", "parameters": {"type": "object", "properties": {}}}}
 TOOLS = [WEATHER, NOW]
@@ -141,6 +142,15 @@ QCALL = ("<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parame
     ("qwen3-xml", "required", True, "text first " + QCALL, False),
     ("qwen3-xml", "required", True, QCALL.replace("3", "x"), False),        # days must be an integer
     ("qwen3-xml", "required", True, QCALL.replace("3", "9"), False),        # ... <= 7
+    ("qwen3-xml", "required", True, QCALL.replace("Paris", "P" * 25), False),  # maxLength 24
+    ("qwen3-xml", "required", True, QCALL.replace("</parameter>\n</function>",
+                                                  "</parameter>\n<parameter=unit>\nf\n</parameter>\n</function>"), True),
+    ("qwen3-xml", "required", True, QCALL.replace("</parameter>\n</function>",
+                                                  "</parameter>\n<parameter=unit>\nk\n</parameter>\n</function>"), False),
+    ("qwen3-xml", "required", True, QCALL.replace("</parameter>\n</function>",
+                                                  "</parameter>\n<parameter=code>\nFR\n</parameter>\n</function>"), True),
+    ("qwen3-xml", "required", True, QCALL.replace("</parameter>\n</function>",
+                                                  "</parameter>\n<parameter=code>\nfr\n</parameter>\n</function>"), False),
     ("qwen3-xml", {"type": "function", "function": {"name": "now"}}, True,
      "<tool_call>\n<function=now>\n</function>\n</tool_call>", True),
     ("qwen3-xml", {"type": "function", "function": {"name": "now"}}, True, QCALL, False),
@@ -216,8 +226,9 @@ def generate(model, prompt: str, grammar: str, n_max=120, seed=1, temp=0.8):
     return tok.detokenize(out, True), m
 
 
+@pytest.mark.parametrize("seed", [1, 2, 3])
 @pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "get_weather"}}])
-def test_qwen35_template_constrained_tool_call_end_to_end(qwen, choice):
+def test_qwen35_template_constrained_tool_call_end_to_end(qwen, choice, seed):
     """The shipped qwen35 model, prompted through the real Qwen3.5 template with tools, must
     produce a parseable call that satisfies the schema, stream and non-stream alike."""
     caps = template_caps(QWEN35_TEMPLATE)
@@ -227,12 +238,12 @@ def test_qwen35_template_constrained_tool_call_end_to_end(qwen, choice):
     prompt, gen = render_chat(QWEN35_TEMPLATE, msgs, tools=plan.tools, template_kwargs={"enable_thinking": False})
     assert not thinking_open_at_end(gen)
     g = tool_call_grammar(fmt, plan, GuidanceTokenizer(qwen.tokenizer).lit)
-    text, m = generate(qwen, prompt, g, n_max=200)
+    text, m = generate(qwen, prompt, g, n_max=200, seed=seed)
     assert m.is_accepting(), text
     content, calls = parse_tool_calls(text, fmt, TOOLS)
     assert content == "" and len(calls) == 1, text
-    assert calls[0]["function"]["name"] == "get_weather"
-    jsonschema.validate(json.loads(calls[0]["function"]["arguments"]), WEATHER["function"]["parameters"])
+    tool = {t["function"]["name"]: t for t in plan.allowed}[calls[0]["function"]["name"]]
+    jsonschema.validate(json.loads(calls[0]["function"]["arguments"]), tool["function"]["parameters"])
     p = ToolCallParser(fmt, TOOLS)
     ev = []
     for ch in text:

@@ -37,9 +37,24 @@ def _params(fn: dict) -> tuple[list, list]:
     return [(k, props[k]) for k in req], [(k, props[k]) for k in opt]
 
 
-def _is_string(schema: dict) -> bool:
-    t = schema.get("type")
-    return t == "string" and not any(k in schema for k in ("enum", "const", "pattern", "format"))
+def _xml_string(schema: dict):
+    """Raw-text value (Qwen XML writes strings unquoted) for a string schema: a Lark expression,
+    "" for free text (a lazy lexeme up to the closing tag), None when the schema is not a string."""
+    vals = schema.get("enum", [schema["const"]] if "const" in schema else None)
+    if vals is not None:
+        return "(" + " | ".join(json.dumps(v, ensure_ascii=False) for v in vals) + ")" \
+            if vals and all(isinstance(v, str) for v in vals) else None
+    if schema.get("type") != "string":
+        return None
+    no_close = r"~/(.|\n)*\n<\/parameter>(.|\n)*/"
+    if "pattern" in schema:
+        pat = schema["pattern"].removeprefix("^").removesuffix("$").replace("/", "\\/")
+        return f"/{pat}/"
+    if "minLength" in schema or "maxLength" in schema:
+        lo, hi = int(schema.get("minLength", 0)), schema.get("maxLength")
+        rep = f"{{{lo},{int(hi)}}}" if hi is not None else f"{{{lo},}}"
+        return f"/(.|\n){rep}/ & {no_close}"
+    return ""
 
 
 def _qwen_xml(plan: ToolPlan, lines: list) -> str:
@@ -53,9 +68,13 @@ def _qwen_xml(plan: ToolPlan, lines: list) -> str:
         for pi, (pname, ps) in enumerate(req + opt):
             r = f"{base}_p{pi}"
             head = json.dumps(f"<parameter={pname}>\n")
-            if _is_string(ps):
+            xs = _xml_string(ps)
+            if xs is not None:  # one lazy lexeme: the value ends at the first closing tag
+                lexeme = "TEXT" if xs == "" else f"{r.upper()}_S"
                 lines.append(f"{r}: {head} {r}_v")
-                lines.append(f"{r}_v[lazy]: TEXT \"\\n</parameter>\\n\"")
+                lines.append(f"{r}_v[lazy]: {lexeme} \"\\n</parameter>\\n\"")
+                if xs:
+                    lines.append(f"{lexeme}: {xs}")
             else:
                 lines.append(f"{r}: {head} {_json(ps)} \"\\n</parameter>\\n\"")
             parts.append(r if pi < len(req) else f"{r}?")
