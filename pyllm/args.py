@@ -85,6 +85,7 @@ class Params:
     reasoning_format: str = "auto"
     reasoning: str = "auto"
     reasoning_budget: int = -1
+    reasoning_budget_message: str = ""
     prefill_assistant: bool = True
     # prompt (generate / bench)
     prompt: str = ""

@@ -136,6 +136,38 @@ def _chat_template_file(p: Params, v: str):
     p.chat_template_file = v
 
 
+def _reasoning_format(p: Params, v: str):
+    from pyllm.reasoning import REASONING_FORMATS
+    if v not in REASONING_FORMATS:
+        raise ArgError(f"unknown reasoning format: {v} (expected one of {', '.join(REASONING_FORMATS)})")
+    p.reasoning_format = v
+
+
+def _reasoning_mode(p: Params, v: str):
+    if v not in ("on", "off", "auto"):
+        raise ArgError(f"unknown value for --reasoning: '{v}' (expected on, off or auto)")
+    p.reasoning = v
+
+
+def _reasoning_budget(p: Params, v: str):
+    try:
+        n = int(v)
+    except ValueError:
+        raise ArgError("invalid value")
+    if n < -1:
+        raise ArgError("invalid value: --reasoning-budget must be -1 (unlimited) or >= 0")
+    p.reasoning_budget = n
+
+
+def _template_kwargs(p: Params, v: str):
+    from pyllm.reasoning import parse_template_kwargs
+    try:
+        parse_template_kwargs(v)
+    except ValueError as e:
+        raise ArgError(str(e))
+    p.chat_template_kwargs = v
+
+
 def _cache_type(dest):
     def fn(p: Params, v: str):
         if v not in CACHE_TYPES:
@@ -268,10 +300,11 @@ OPTIONS: list = [
     Opt(("--jinja",), "bool", "use_jinja", env="LLAMA_ARG_JINJA", neg=("--no-jinja",)),
     Opt(("--chat-template",), "str", "chat_template", env="LLAMA_ARG_CHAT_TEMPLATE"),
     Opt(("--chat-template-file",), "custom", env="LLAMA_ARG_CHAT_TEMPLATE_FILE", fn=_chat_template_file),
-    Opt(("--chat-template-kwargs",), "str", "chat_template_kwargs", env="LLAMA_ARG_CHAT_TEMPLATE_KWARGS"),
-    Opt(("--reasoning-format",), "str", "reasoning_format", env="LLAMA_ARG_THINK"),
-    Opt(("-rea", "--reasoning"), "str", "reasoning", env="LLAMA_ARG_REASONING"),
-    Opt(("--reasoning-budget",), "int", "reasoning_budget", env="LLAMA_ARG_THINK_BUDGET"),
+    Opt(("--chat-template-kwargs",), "custom", env="LLAMA_ARG_CHAT_TEMPLATE_KWARGS", fn=_template_kwargs),
+    Opt(("--reasoning-format",), "custom", env="LLAMA_ARG_THINK", fn=_reasoning_format),
+    Opt(("-rea", "--reasoning"), "custom", env="LLAMA_ARG_REASONING", fn=_reasoning_mode),
+    Opt(("--reasoning-budget",), "custom", env="LLAMA_ARG_THINK_BUDGET", fn=_reasoning_budget),
+    Opt(("--reasoning-budget-message",), "str", "reasoning_budget_message", env="LLAMA_ARG_THINK_BUDGET_MESSAGE"),
     Opt(("--prefill-assistant",), "bool", "prefill_assistant", neg=("--no-prefill-assistant",), tools=S),
     # prompt
     Opt(("-p", "--prompt"), "str", "prompt", tools=GB),
