@@ -3,6 +3,8 @@
 // vec_dot_k (one weight row, k <= 8 activation rows) comes with every quantized kernel (both levels).
 #include <immintrin.h>
 
+#include <type_traits>
+
 #include "ggml/fp16.h"
 
 // GCC 12's own avx512fintrin.h (_mm512_reduce_add_ps, masked cvtph) trips these on _mm*_undefined_*.
@@ -187,7 +189,7 @@ static void dot_q45_K_512(int n, float* s, const void* vx, const void* vy, size_
 
 // the repacked-Q4_K arithmetic (see dot_q4_K_rp): one int32 per super-block for sums and mins
 template <int NR>
-static void dot_q4_K_rp_512(int n, float* s, const void* vx, const void* vy, size_t by) {
+static void dot_q4_K_rp_512_rows(int n, float* s, const void* vx, const void* vy, size_t by) {
   __m128 acc[NR], accm[NR];  // scalars in lane 0 (kept in registers: no insert/extract per block)
   for (int r = 0; r < NR; r++) { acc[r] = _mm_setzero_ps(); accm[r] = _mm_setzero_ps(); }
   Q45Block b;
@@ -208,6 +210,61 @@ static void dot_q4_K_rp_512(int n, float* s, const void* vx, const void* vy, siz
   }
   for (int r = 0; r < NR; r++) s[r] = _mm_cvtss_f32(_mm_sub_ss(acc[r], accm[r]));
 }
+
+// Groups of 4 / 8 rows: the per-block sums of all rows are reduced together (hadd trees) and the
+// float side runs with one row per lane. Each lane does the scalar kernel's operations on the same
+// operands ((float)is, d*y.d, fma, acc - accm), so the bits equal dot_q4_K_rp_512_rows.
+template <int NR>
+static void dot_q4_K_rp_512_lanes(int n, float* s, const void* vx, const void* vy, size_t by) {
+  static_assert(NR == 4 || NR == 8, "lanes form is for 4 or 8 rows");
+  typedef typename std::conditional<NR == 8, __m256, __m128>::type V;
+  V acc, accm;
+  if constexpr (NR == 8) { acc = _mm256_setzero_ps(); accm = _mm256_setzero_ps(); }
+  else { acc = _mm_setzero_ps(); accm = _mm_setzero_ps(); }
+  Q45Block b;
+  for (int i = 0; i < n / QK_K; i++) {
+    load_q45_block<false>(vx, i, b);
+    __m256i f[NR];
+    __m128i m[NR];
+    float ydv[NR];
+    for (int r = 0; r < NR; r++) {
+      const block_q8_K* y = (const block_q8_K*)row(vy, by, r) + i;
+      f[r] = fold512(q45_isum(b, y));
+      m[r] = q45_mins(b, y);
+      ydv[r] = y->d;
+    }
+    // sums: hadd tree over rows, then the two 128-bit halves added
+    __m256i a[NR / 2];
+    for (int r = 0; r < NR / 2; r++) a[r] = _mm256_hadd_epi32(f[2 * r], f[2 * r + 1]);
+    __m128i mm[NR / 4];
+    for (int q = 0; q < NR / 4; q++) mm[q] = _mm_hadd_epi32(_mm_hadd_epi32(m[4 * q], m[4 * q + 1]), _mm_hadd_epi32(m[4 * q + 2], m[4 * q + 3]));
+    if constexpr (NR == 8) {
+      const __m256i b0 = _mm256_hadd_epi32(a[0], a[1]), b1 = _mm256_hadd_epi32(a[2], a[3]);
+      const __m256i S = _mm256_add_epi32(_mm256_permute2x128_si256(b0, b1, 0x20), _mm256_permute2x128_si256(b0, b1, 0x31));
+      const __m256i M = _mm256_set_m128i(mm[1], mm[0]);
+      const __m256 yd = _mm256_loadu_ps(ydv);
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S), _mm256_mul_ps(_mm256_set1_ps(b.d), yd), acc);
+      accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(M), _mm256_mul_ps(_mm256_set1_ps(b.dmin), yd), accm);
+    } else {
+      const __m256i b0 = _mm256_hadd_epi32(a[0], a[1]);
+      const __m128i S = _mm_add_epi32(_mm256_castsi256_si128(b0), _mm256_extracti128_si256(b0, 1));
+      const __m128 yd = _mm_loadu_ps(ydv);
+      acc = _mm_fmadd_ps(_mm_cvtepi32_ps(S), _mm_mul_ps(_mm_set1_ps(b.d), yd), acc);
+      accm = _mm_fmadd_ps(_mm_cvtepi32_ps(mm[0]), _mm_mul_ps(_mm_set1_ps(b.dmin), yd), accm);
+    }
+  }
+  if constexpr (NR == 8) _mm256_storeu_ps(s, _mm256_sub_ps(acc, accm));
+  else _mm_storeu_ps(s, _mm_sub_ps(acc, accm));
+}
+template <int NR>
+static void dot_q4_K_rp_512(int n, float* s, const void* vx, const void* vy, size_t by) {
+  if constexpr (NR == 4 || NR == 8) dot_q4_K_rp_512_lanes<NR>(n, s, vx, vy, by);
+  else dot_q4_K_rp_512_rows<NR>(n, s, vx, vy, by);
+}
+PYLLM_KERNEL_FAMILY(K_q4_K_512, (dot_q45_K_512<false, NR>(n, s, x, y, by)));
+PYLLM_KERNEL_FAMILY(K_q5_K_512, (dot_q45_K_512<true, NR>(n, s, x, y, by)));
+PYLLM_KERNEL_FAMILY(K_q4_K_rp_512, (dot_q4_K_rp_512<NR>(n, s, x, y, by)));
+
 // ---- 32-element block types on 512-bit integer lanes: two blocks per zmm ----
 // dpbusd on a block pair, then the two 8-lane halves go through the same per-block fma chain as
 // dot_signed_q8_0 / dot_unsigned_q8_1 (block i, then block i+1), so the bits are theirs.
@@ -329,9 +386,6 @@ static void dot_q6_K_512(int n, float* s, const void* vx, const void* vy, size_t
   for (int r = 0; r < NR; r++) s[r] = hsum8(acc[r]);
 }
 PYLLM_KERNEL_FAMILY(K_q6_K_512, (dot_q6_K_512<NR>(n, s, x, y, by)));
-PYLLM_KERNEL_FAMILY(K_q4_K_512, (dot_q45_K_512<false, NR>(n, s, x, y, by)));
-PYLLM_KERNEL_FAMILY(K_q5_K_512, (dot_q45_K_512<true, NR>(n, s, x, y, by)));
-PYLLM_KERNEL_FAMILY(K_q4_K_rp_512, (dot_q4_K_rp_512<NR>(n, s, x, y, by)));
 
 }  // namespace x86_avx512
 
