@@ -17,6 +17,7 @@ static inline __m256i dot_u8s8(__m256i u, __m256i s) { return _mm256_dpbusd_epi3
 
 #define SIMD_NS x86_avx512
 #include "ggml/x86/quants_simd.inc.h"
+#include "ggml/x86/quants_lowbit_simd.inc.h"
 
 namespace pyllm {
 namespace x86_avx512 {
@@ -93,6 +94,7 @@ static void q8_0_to_float(const void* vx, float* y, int64_t n) {
 void quants_override_avx512(type_traits* t) {
   using namespace x86_avx512;
   install_quant_kernels(t, true);
+  install_lowbit_kernels(t, true);  // Q2_K, Q3_K, IQ1-3, MXFP4
   // F32/F16 keep the table's ggml_vec_dot_f32/_f16 (vec_dot_ggml.h): same bits at every level
   t[GGML_TYPE_BF16].vec_dot = vd_bf16;
   t[GGML_TYPE_F16].to_float = f16_to_float;
