@@ -8,6 +8,7 @@
 #include "ggml/quants_iq.h"
 #include "ggml/fp16.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <mutex>
@@ -18,10 +19,13 @@ namespace ref {
 
 namespace {
 
-// A grid decoded to floats: n entries of gs values (signed for IQ1).
+// A grid decoded to floats: n entries of gs values (signed for IQ1). The error is separable per
+// element, so when the per-element nearest levels form a grid entry that entry is optimal: `code`
+// maps level patterns (base = number of levels) to entries and skips the exhaustive search then.
 struct Lattice {
   int n = 0, gs = 0;
-  std::vector<float> v;
+  std::vector<float> v, levels;
+  std::vector<int> code;
   template <class W> void init(const W* grid, int n_, int gs_, bool is_signed) {
     n = n_; gs = gs_; v.resize((size_t)n * gs);
     for (int e = 0; e < n; e++)
@@ -29,18 +33,47 @@ struct Lattice {
         const int b = (int)((grid[e] >> (8 * j)) & 0xFF);
         v[(size_t)e * gs + j] = (float)(is_signed ? (int8_t)b : b);
       }
+    for (float x : v)
+      if (std::find(levels.begin(), levels.end(), x) == levels.end()) levels.push_back(x);
+    std::sort(levels.begin(), levels.end());
+    size_t ncode = 1;
+    for (int j = 0; j < gs; j++) ncode *= levels.size();
+    code.assign(ncode, -1);
+    for (int e = 0; e < n; e++) code[code_of(&v[(size_t)e * gs])] = e;
+  }
+  size_t code_of(const float* g) const {
+    size_t c = 0;
+    for (int j = gs - 1; j >= 0; j--)
+      c = c * levels.size() + (size_t)(std::lower_bound(levels.begin(), levels.end(), g[j]) - levels.begin());
+    return c;
   }
   // entry minimizing sum w (t - s*g)^2 (first on ties); *dot / *nrm get sum w t g and sum w g^2
   int best(const float* t, const float* w, float s, float* dot, float* nrm) const {
-    int bi = 0; float be = INFINITY, bd = 0, bn = 0;
-    for (int e = 0; e < n; e++) {
-      const float* g = &v[(size_t)e * gs];
-      float d = 0, m = 0;
-      for (int j = 0; j < gs; j++) { d += w[j] * t[j] * g[j]; m += w[j] * g[j] * g[j]; }
-      const float err = s * s * m - 2 * s * d;
-      if (err < be) { be = err; bi = e; bd = d; bn = m; }
+    int bi = -1;
+    if (s > 0) {  // per-element nearest levels
+      float g[8];
+      for (int j = 0; j < gs; j++) {
+        float bl = levels[0];
+        for (float l : levels)
+          if (std::fabs(t[j] - s * l) < std::fabs(t[j] - s * bl)) bl = l;
+        g[j] = bl;
+      }
+      bi = code[code_of(g)];
     }
-    *dot = bd; *nrm = bn;
+    if (bi < 0) {
+      float be = INFINITY;
+      for (int e = 0; e < n; e++) {
+        const float* g = &v[(size_t)e * gs];
+        float d = 0, m = 0;
+        for (int j = 0; j < gs; j++) { d += w[j] * t[j] * g[j]; m += w[j] * g[j] * g[j]; }
+        const float err = s * s * m - 2 * s * d;
+        if (err < be) { be = err; bi = e; }
+      }
+    }
+    const float* g = &v[(size_t)bi * gs];
+    float d = 0, m = 0;
+    for (int j = 0; j < gs; j++) { d += w[j] * t[j] * g[j]; m += w[j] * g[j] * g[j]; }
+    *dot = d; *nrm = m;
     return bi;
   }
 };
