@@ -67,7 +67,7 @@ static void vd_bf16(int n, float* s, const void* vx, const void* vy) {
 
 void quants_override_avx2(type_traits* t) {
   using namespace x86_avx2;
-  install_quant_kernels(t, true);
+  install_quant_kernels(t);
   install_lowbit_kernels(t, false);  // Q2_K, Q3_K, IQ1-3, MXFP4
   // F32/F16 keep the table's ggml_vec_dot_f32/_f16 (vec_dot_ggml.h): same bits at every level
   t[GGML_TYPE_BF16].vec_dot = vd_bf16;

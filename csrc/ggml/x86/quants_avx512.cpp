@@ -1,6 +1,6 @@
 // AVX-512 (F/BW/VL/DQ + VNNI + BF16) kernels. Quantized dots use VNNI dpbusd on 256-bit vectors
 // (one 32-byte block per op; same integers as the AVX2 path); float dots use 512-bit vectors.
-// vec_dot_4 (one weight row, 4 activation rows) comes with every quantized kernel (both levels).
+// vec_dot_k (one weight row, k <= 8 activation rows) comes with every quantized kernel (both levels).
 #include <immintrin.h>
 
 #include "ggml/fp16.h"
@@ -93,7 +93,7 @@ static void q8_0_to_float(const void* vx, float* y, int64_t n) {
 
 void quants_override_avx512(type_traits* t) {
   using namespace x86_avx512;
-  install_quant_kernels(t, true);
+  install_quant_kernels(t);
   install_lowbit_kernels(t, true);  // Q2_K, Q3_K, IQ1-3, MXFP4
   // F32/F16 keep the table's ggml_vec_dot_f32/_f16 (vec_dot_ggml.h): same bits at every level
   t[GGML_TYPE_BF16].vec_dot = vd_bf16;

@@ -374,46 +374,35 @@ static void dot_mxfp4_rp(int n, float* s, const void* vx, const void* vy, size_t
 
 // ---------------------------------------------------------------- install
 
-// Kernel K<NR> as vec_dot (NR = 1) and vec_dot_4 (NR = 4). The lead's vec_dot_k (k = 1..8) is a
-// switch over NR on the same template.
-#define PYLLM_LOWBIT_WRAP(name, ...)                                                                  \
-  static void vd_##name(int n, float* s, const void* x, const void* y) { __VA_ARGS__<1>(n, s, x, y, 0); } \
-  static void vd4_##name(int n, float* s, const void* x, const void* y, size_t by) { __VA_ARGS__<4>(n, s, x, y, by); }
-
-template <int NR> static void dot_iq2_xxs(int n, float* s, const void* x, const void* y, size_t by) { dot_lattice<L_iq2_xxs, NR>(n, s, x, y, by); }
-template <int NR> static void dot_iq2_xs(int n, float* s, const void* x, const void* y, size_t by) { dot_lattice<L_iq2_xs, NR>(n, s, x, y, by); }
-template <int NR> static void dot_iq2_s(int n, float* s, const void* x, const void* y, size_t by) { dot_lattice<L_iq2_s, NR>(n, s, x, y, by); }
-template <int NR> static void dot_iq3_xxs(int n, float* s, const void* x, const void* y, size_t by) { dot_lattice<L_iq3_xxs, NR>(n, s, x, y, by); }
-template <int NR> static void dot_iq3_s(int n, float* s, const void* x, const void* y, size_t by) { dot_lattice<L_iq3_s, NR>(n, s, x, y, by); }
-PYLLM_LOWBIT_WRAP(iq2_xxs, dot_iq2_xxs)
-PYLLM_LOWBIT_WRAP(iq2_xs, dot_iq2_xs)
-PYLLM_LOWBIT_WRAP(iq2_s, dot_iq2_s)
-PYLLM_LOWBIT_WRAP(iq3_xxs, dot_iq3_xxs)
-PYLLM_LOWBIT_WRAP(iq3_s, dot_iq3_s)
-PYLLM_LOWBIT_WRAP(iq1_s, dot_iq1_s)
-PYLLM_LOWBIT_WRAP(iq1_m, dot_iq1_m)
-PYLLM_LOWBIT_WRAP(q2_K, dot_q2_K)
-PYLLM_LOWBIT_WRAP(q3_K, dot_q3_K)
-PYLLM_LOWBIT_WRAP(mxfp4, dot_mxfp4)
-static void vd_q2_K_rp(int n, float* s, const void* x, const void* y) { dot_q2_K_rp<1>(n, s, x, y, 0); }
-static void vd_mxfp4_rp(int n, float* s, const void* x, const void* y) { dot_mxfp4_rp<1>(n, s, x, y, 0); }
-#undef PYLLM_LOWBIT_WRAP
+// Kernel families (quants_simd.inc.h): vd1 = vec_dot (NR = 1), vdk = vec_dot_k (switch over NR = 1..8).
+template <class L> PYLLM_KERNEL_FAMILY(K_lattice, (dot_lattice<L, NR>(n, s, x, y, by)));
+PYLLM_KERNEL_FAMILY(K_iq1_s, (dot_iq1_s<NR>(n, s, x, y, by)));
+PYLLM_KERNEL_FAMILY(K_iq1_m, (dot_iq1_m<NR>(n, s, x, y, by)));
+PYLLM_KERNEL_FAMILY(K_q2_K, (dot_q2_K<NR>(n, s, x, y, by)));
+PYLLM_KERNEL_FAMILY(K_q2_K_rp, (dot_q2_K_rp<NR>(n, s, x, y, by)));
+PYLLM_KERNEL_FAMILY(K_q3_K, (dot_q3_K<NR>(n, s, x, y, by)));
+PYLLM_KERNEL_FAMILY(K_mxfp4, (dot_mxfp4<NR>(n, s, x, y, by)));
+PYLLM_KERNEL_FAMILY(K_mxfp4_rp, (dot_mxfp4_rp<NR>(n, s, x, y, by)));
 
 // `q2k_repack`: llama.cpp repacks Q2_K only in AVX-512 builds, MXFP4 from AVX2 on.
 static void install_lowbit_kernels(type_traits* t, bool q2k_repack) {
-  auto put = [&](ggml_type id, vec_dot_fn f, vec_dot_4_fn f4) { t[id].vec_dot = f; t[id].vec_dot_4 = f4; };
-  put(GGML_TYPE_IQ2_XXS, vd_iq2_xxs, vd4_iq2_xxs);
-  put(GGML_TYPE_IQ2_XS, vd_iq2_xs, vd4_iq2_xs);
-  put(GGML_TYPE_IQ2_S, vd_iq2_s, vd4_iq2_s);
-  put(GGML_TYPE_IQ3_XXS, vd_iq3_xxs, vd4_iq3_xxs);
-  put(GGML_TYPE_IQ3_S, vd_iq3_s, vd4_iq3_s);
-  put(GGML_TYPE_IQ1_S, vd_iq1_s, vd4_iq1_s);
-  put(GGML_TYPE_IQ1_M, vd_iq1_m, vd4_iq1_m);
-  put(GGML_TYPE_Q2_K, vd_q2_K, vd4_q2_K);
-  put(GGML_TYPE_Q3_K, vd_q3_K, vd4_q3_K);
-  put(GGML_TYPE_MXFP4, vd_mxfp4, vd4_mxfp4);
-  t[GGML_TYPE_MXFP4].vec_dot_rp = vd_mxfp4_rp;
-  t[GGML_TYPE_Q2_K].vec_dot_rp = q2k_repack ? vd_q2_K_rp : nullptr;
+  auto put = [&](ggml_type id, vec_dot_fn f, vec_dot_k_fn fk) { t[id].vec_dot = f; t[id].vec_dot_k = fk; };
+#define PYLLM_PUT(ID, ...) put(ID, vd1<__VA_ARGS__>, vdk<__VA_ARGS__>)
+  PYLLM_PUT(GGML_TYPE_IQ2_XXS, K_lattice<L_iq2_xxs>);
+  PYLLM_PUT(GGML_TYPE_IQ2_XS, K_lattice<L_iq2_xs>);
+  PYLLM_PUT(GGML_TYPE_IQ2_S, K_lattice<L_iq2_s>);
+  PYLLM_PUT(GGML_TYPE_IQ3_XXS, K_lattice<L_iq3_xxs>);
+  PYLLM_PUT(GGML_TYPE_IQ3_S, K_lattice<L_iq3_s>);
+  PYLLM_PUT(GGML_TYPE_IQ1_S, K_iq1_s);
+  PYLLM_PUT(GGML_TYPE_IQ1_M, K_iq1_m);
+  PYLLM_PUT(GGML_TYPE_Q2_K, K_q2_K);
+  PYLLM_PUT(GGML_TYPE_Q3_K, K_q3_K);
+  PYLLM_PUT(GGML_TYPE_MXFP4, K_mxfp4);
+#undef PYLLM_PUT
+  t[GGML_TYPE_MXFP4].vec_dot_rp = vd1<K_mxfp4_rp>;
+  t[GGML_TYPE_MXFP4].vec_dot_rp_k = vdk<K_mxfp4_rp>;
+  t[GGML_TYPE_Q2_K].vec_dot_rp = q2k_repack ? vd1<K_q2_K_rp> : nullptr;
+  t[GGML_TYPE_Q2_K].vec_dot_rp_k = q2k_repack ? vdk<K_q2_K_rp> : nullptr;
 }
 
 }  // namespace SIMD_NS

@@ -5,8 +5,8 @@
 // quantized kernels.
 //
 // Batch invariance: every kernel is a template over NR (rows of activations sharing one weight row).
-// Per row, the operations and their order do not depend on NR, so vec_dot (NR = 1) and vec_dot_4
-// (NR = 4) give identical bits. No branch depends on the data.
+// Per row, the operations and their order do not depend on NR, so vec_dot (NR = 1) and vec_dot_k
+// (NR = k <= 8) give identical bits. No branch depends on the data.
 #pragma once
 #include <immintrin.h>
 
@@ -318,33 +318,48 @@ static void dot_iq4_xs(int n, float* s, const void* vx, const void* vy, size_t b
 
 // ---------------------------------------------------------------- wrappers
 
-template <class W> static void vd_signed(int n, float* s, const void* x, const void* y) { dot_signed_q8_0<W, 1>(n, s, x, y, 0); }
-template <class W> static void vd4_signed(int n, float* s, const void* x, const void* y, size_t by) { dot_signed_q8_0<W, 4>(n, s, x, y, by); }
-template <class W> static void vd_unsigned(int n, float* s, const void* x, const void* y) { dot_unsigned_q8_1<W, 1>(n, s, x, y, 0); }
-template <class W> static void vd4_unsigned(int n, float* s, const void* x, const void* y, size_t by) { dot_unsigned_q8_1<W, 4>(n, s, x, y, by); }
-template <bool Q5> static void vd_q45_K(int n, float* s, const void* x, const void* y) { dot_q45_K<Q5, 1>(n, s, x, y, 0); }
-template <bool Q5> static void vd4_q45_K(int n, float* s, const void* x, const void* y, size_t by) { dot_q45_K<Q5, 4>(n, s, x, y, by); }
-static void vd_q6_K(int n, float* s, const void* x, const void* y) { dot_q6_K<1>(n, s, x, y, 0); }
-static void vd4_q6_K(int n, float* s, const void* x, const void* y, size_t by) { dot_q6_K<4>(n, s, x, y, by); }
-static void vd_q4_K_rp(int n, float* s, const void* x, const void* y) { dot_q4_K_rp<1>(n, s, x, y, 0); }
-static void vd4_q4_K_rp(int n, float* s, const void* x, const void* y, size_t by) { dot_q4_K_rp<4>(n, s, x, y, by); }
-static void vd_iq4_xs(int n, float* s, const void* x, const void* y) { dot_iq4_xs<1>(n, s, x, y, 0); }
-static void vd4_iq4_xs(int n, float* s, const void* x, const void* y, size_t by) { dot_iq4_xs<4>(n, s, x, y, by); }
+// K is a kernel family: K::template run<NR>(n, s, x, y, by). vd1 is its vec_dot (NR = 1), vdk its
+// vec_dot_k (k rows through the NR = k instance: one decode of the weight row, per-row order kept).
+template <class K> static void vd1(int n, float* s, const void* x, const void* y) { K::template run<1>(n, s, x, y, 0); }
+template <class K> static void vdk(int n, float* s, const void* x, const void* y, size_t by, int k) {
+  switch (k) {
+    case 1: K::template run<1>(n, s, x, y, by); break;
+    case 2: K::template run<2>(n, s, x, y, by); break;
+    case 3: K::template run<3>(n, s, x, y, by); break;
+    case 4: K::template run<4>(n, s, x, y, by); break;
+    case 5: K::template run<5>(n, s, x, y, by); break;
+    case 6: K::template run<6>(n, s, x, y, by); break;
+    case 7: K::template run<7>(n, s, x, y, by); break;
+    case 8: K::template run<8>(n, s, x, y, by); break;
+    default: __builtin_trap();  // callers split batches into groups of at most kMaxRowsK
+  }
+}
+#define PYLLM_KERNEL_FAMILY(NAME, CALL) \
+  struct NAME { template <int NR> static void run(int n, float* s, const void* x, const void* y, size_t by) { CALL; } }
+template <class W> PYLLM_KERNEL_FAMILY(K_signed, (dot_signed_q8_0<W, NR>(n, s, x, y, by)));
+template <class W> PYLLM_KERNEL_FAMILY(K_unsigned, (dot_unsigned_q8_1<W, NR>(n, s, x, y, by)));
+template <bool Q5> PYLLM_KERNEL_FAMILY(K_q45_K, (dot_q45_K<Q5, NR>(n, s, x, y, by)));
+PYLLM_KERNEL_FAMILY(K_q6_K, (dot_q6_K<NR>(n, s, x, y, by)));
+PYLLM_KERNEL_FAMILY(K_q4_K_rp, (dot_q4_K_rp<NR>(n, s, x, y, by)));
+PYLLM_KERNEL_FAMILY(K_iq4_xs, (dot_iq4_xs<NR>(n, s, x, y, by)));
 
-// Installs the quantized kernels shared by both levels (vec_dot_4 too when `with4`).
-static void install_quant_kernels(type_traits* t, bool with4) {
-  auto put = [&](ggml_type id, vec_dot_fn f, vec_dot_4_fn f4) { t[id].vec_dot = f; t[id].vec_dot_4 = with4 ? f4 : nullptr; };
-  put(GGML_TYPE_Q8_0, vd_signed<W_q8_0>, vd4_signed<W_q8_0>);
-  put(GGML_TYPE_Q4_0, vd_signed<W_q4_0>, vd4_signed<W_q4_0>);
-  put(GGML_TYPE_Q5_0, vd_signed<W_q5_0>, vd4_signed<W_q5_0>);
-  put(GGML_TYPE_IQ4_NL, vd_signed<W_iq4_nl>, vd4_signed<W_iq4_nl>);
-  put(GGML_TYPE_Q4_1, vd_unsigned<W_q4_1>, vd4_unsigned<W_q4_1>);
-  put(GGML_TYPE_Q5_1, vd_unsigned<W_q5_1>, vd4_unsigned<W_q5_1>);
-  put(GGML_TYPE_Q4_K, vd_q45_K<false>, vd4_q45_K<false>);
-  t[GGML_TYPE_Q4_K].vec_dot_rp = vd_q4_K_rp;
-  put(GGML_TYPE_Q5_K, vd_q45_K<true>, vd4_q45_K<true>);
-  put(GGML_TYPE_Q6_K, vd_q6_K, vd4_q6_K);
-  put(GGML_TYPE_IQ4_XS, vd_iq4_xs, vd4_iq4_xs);
+// Installs the quantized kernels shared by both levels.
+static void install_quant_kernels(type_traits* t) {
+  auto put = [&](ggml_type id, vec_dot_fn f, vec_dot_k_fn fk) { t[id].vec_dot = f; t[id].vec_dot_k = fk; };
+#define PYLLM_PUT(ID, ...) put(ID, vd1<__VA_ARGS__>, vdk<__VA_ARGS__>)
+  PYLLM_PUT(GGML_TYPE_Q8_0, K_signed<W_q8_0>);
+  PYLLM_PUT(GGML_TYPE_Q4_0, K_signed<W_q4_0>);
+  PYLLM_PUT(GGML_TYPE_Q5_0, K_signed<W_q5_0>);
+  PYLLM_PUT(GGML_TYPE_IQ4_NL, K_signed<W_iq4_nl>);
+  PYLLM_PUT(GGML_TYPE_Q4_1, K_unsigned<W_q4_1>);
+  PYLLM_PUT(GGML_TYPE_Q5_1, K_unsigned<W_q5_1>);
+  PYLLM_PUT(GGML_TYPE_Q4_K, K_q45_K<false>);
+  PYLLM_PUT(GGML_TYPE_Q5_K, K_q45_K<true>);
+  PYLLM_PUT(GGML_TYPE_Q6_K, K_q6_K);
+  PYLLM_PUT(GGML_TYPE_IQ4_XS, K_iq4_xs);
+#undef PYLLM_PUT
+  t[GGML_TYPE_Q4_K].vec_dot_rp = vd1<K_q4_K_rp>;
+  t[GGML_TYPE_Q4_K].vec_dot_rp_k = vdk<K_q4_K_rp>;
 }
 
 }  // namespace SIMD_NS
