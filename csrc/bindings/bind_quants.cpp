@@ -98,9 +98,10 @@ void bind_quants(nb::module_& m) {
   }, nb::arg("type"), nb::arg("w"), nb::arg("x"),
   "Dot of one weight row (block bytes) with float32 x, quantized to the type's vec_dot_type first.");
 
-  m.def("vec_dot_k", [](int type, u8_in w, f32_in2 x) {
+  m.def("vec_dot_k", [](int type, u8_in w, f32_in2 x, bool repacked) {
     const type_traits& t = traits_for(type);
-    if (!t.vec_dot_k) throw std::invalid_argument(std::string(t.name) + ": no vec_dot_k at SIMD level " + simd_level());
+    const vec_dot_k_fn fk = repacked ? t.vec_dot_rp_k : t.vec_dot_k;
+    if (!fk) throw std::invalid_argument(std::string(t.name) + ": no " + (repacked ? "vec_dot_rp_k" : "vec_dot_k") + " at SIMD level " + simd_level());
     const int64_t k = (int64_t)x.shape(0), n = (int64_t)x.shape(1);
     if (k < 1 || k > kMaxRowsK) throw std::invalid_argument("vec_dot_k: x must have 1.." + std::to_string(kMaxRowsK) + " rows, got " + std::to_string(k));
     check_len(t, n);
@@ -112,10 +113,11 @@ void bind_quants(nb::module_& m) {
       std::memcpy(q.data() + r * by, qr.data(), by);
     }
     std::vector<float> s(k);
-    t.vec_dot_k((int)n, s.data(), w.data(), q.data(), by, (int)k);
+    fk((int)n, s.data(), w.data(), q.data(), by, (int)k);
     return owned_array(std::move(s));
-  }, nb::arg("type"), nb::arg("w"), nb::arg("x"),
-  "One weight row against k <= 8 float32 rows (shape (k, n)) via the traits' vec_dot_k (raises when it is null).");
+  }, nb::arg("type"), nb::arg("w"), nb::arg("x"), nb::arg("repacked") = false,
+  "One weight row against k <= 8 float32 rows (shape (k, n)) via the traits' vec_dot_k, or with repacked=True "
+  "vec_dot_rp_k (llama.cpp's repacked-weight arithmetic); raises when it is null.");
 
   m.def("type_traits", [](int type) {
     const type_traits& t = traits_for(type);
@@ -129,6 +131,7 @@ void bind_quants(nb::module_& m) {
     d["has_from_float"] = t.from_float != nullptr;
     d["has_vec_dot"] = t.vec_dot != nullptr;
     d["has_vec_dot_k"] = t.vec_dot_k != nullptr;
+    d["has_vec_dot_rp_k"] = t.vec_dot_rp_k != nullptr;
     return d;
   }, nb::arg("type"));
 
