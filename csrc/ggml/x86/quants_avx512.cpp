@@ -20,6 +20,7 @@ static inline __m256i madd16_acc(__m256i acc, __m256i a, __m256i b) { return _mm
 
 #define SIMD_NS x86_avx512
 #include "ggml/x86/quants_simd.inc.h"
+#include "ggml/x86/quants_lowbit_simd.inc.h"
 
 namespace pyllm {
 namespace x86_avx512 {
@@ -392,6 +393,7 @@ PYLLM_KERNEL_FAMILY(K_q6_K_512, (dot_q6_K_512<NR>(n, s, x, y, by)));
 void quants_override_avx512(type_traits* t) {
   using namespace x86_avx512;
   install_quant_kernels(t);
+  install_lowbit_kernels(t, true);  // Q2_K, Q3_K, IQ1-3, MXFP4
   t[GGML_TYPE_Q4_K].vec_dot = vd1<K_q4_K_512>; t[GGML_TYPE_Q4_K].vec_dot_k = vdk<K_q4_K_512>;
   t[GGML_TYPE_Q5_K].vec_dot = vd1<K_q5_K_512>; t[GGML_TYPE_Q5_K].vec_dot_k = vdk<K_q5_K_512>;
   auto put = [&](ggml_type id, vec_dot_fn f, vec_dot_k_fn fk) { t[id].vec_dot = f; t[id].vec_dot_k = fk; };
