@@ -125,7 +125,8 @@ async function loadProps() {
   props = await r.json();
   const sp = props.speculative || { type: "none", n_max: 0 };
   const nctx = props.default_generation_settings ? props.default_generation_settings.n_ctx : "?";
-  $("model-info").textContent = props.model_alias + " · n_ctx " + nctx + " · " +
+  $("model-info").title = props.model_path || props.model_alias;
+  $("model-info").textContent = props.model_alias.split("/").pop() + " · n_ctx " + nctx + " · " +
     (sp.type !== "none" ? sp.type + " n_max " + sp.n_max : "no speculative decoding");
   $("pos-note").textContent = props.endpoint_metrics
     ? "Per-position acceptance: the change of /metrics' per-position counters over the message (exact when no other request ran at the same time)."
@@ -247,9 +248,10 @@ function renderStats(el, m) {
     bar.className = "posbar";
     bar.title = "acceptance per draft position (from /metrics): " + m.per_pos.map((p, i) => (i + 1) + ": " + (100 * p).toFixed(0) + "%").join(", ");
     for (const p of m.per_pos) {
-      const i = document.createElement("i");
+      const track = document.createElement("b"), i = document.createElement("i");
       i.style.height = Math.max(2, Math.round(100 * p)) + "%";
-      bar.appendChild(i);
+      track.appendChild(i);
+      bar.appendChild(track);
     }
     el.appendChild(bar);
     add("per position " + m.per_pos.map((p) => (100 * p).toFixed(0) + "%").join(" / "));
@@ -534,7 +536,7 @@ function drawChart(cv, rows) {
   for (let i = 0; i <= xmax; i++) g.fillText(String(i), X(i) - 3, H - B + 16);
   g.fillText("n_max (0 = no speculation)", (W - R) / 2 - 40, H - 6);
   for (let k = 0; k <= 4; k++) { const v = ymax * k / 4; g.fillText(v.toFixed(0), 8, Y(v) + 4); }
-  g.save(); g.translate(14, T + 70); g.rotate(-Math.PI / 2); g.fillText("tok/s", 0, 0); g.restore();
+  g.fillText("generation tok/s", L + 6, T + 4);
   const colors = ["#2d6cdf", "#e8710a", "#1e8e3e", "#d93025", "#9334e6"];
   const tasks = [...new Set(rows.map((r) => r.task))];
   tasks.forEach((t, i) => {
