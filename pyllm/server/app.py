@@ -1,7 +1,7 @@
 """llama-server's HTTP API (single-model mode) on FastAPI. See docs/llama-server-api.md.
 
 create_app wires the pieces: state.py (ServerState, the ASGI gate, JSON responses), routes.py (health, props,
-models, tokenize, slots, metrics, ...), completions.py (/completion, /v1/completions, /v1/chat/completions) with
+models, tokenize, slots, metrics, ...), completions.py (/completion, /v1/completions, /v1/chat/completions), messages.py (/v1/messages) with
 the response shapes of responses.py. The routes reach the model through pyllm's Python API only."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..args import Params
-from . import completions, routes
+from . import completions, messages, routes
 from .schemas import ApiError
 from .state import Gate, ServerState, error_response
 
@@ -39,4 +39,5 @@ def create_app(params: Params, core=None, state: Optional[ServerState] = None):
 
     app.include_router(routes.router, prefix=params.api_prefix or "")
     app.include_router(completions.router, prefix=params.api_prefix or "")
+    app.include_router(messages.router, prefix=params.api_prefix or "")
     return Gate(app, st), st
