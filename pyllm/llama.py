@@ -250,6 +250,8 @@ class Llama:
         body = {k: v for k, v in (("messages", messages), ("tools", tools), ("tool_choice", tool_choice),
                                   ("response_format", response_format), ("grammar", _grammar_text(grammar)))
                 if v is not None}
+        if tools:
+            body["parallel_tool_calls"] = False  # llama-cpp-python answers with one call
         try:
             turn = self._chat.prepare(body)
             con = turn.constraint(self._model)
