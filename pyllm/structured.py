@@ -56,9 +56,9 @@ def _schema_grammar(schema, field: str) -> str:
     if not schema:
         schema = {"type": "object"}  # llama-server: an empty schema means any object
     _need_llg()
-    # whitespace between tokens as llama.cpp's json-schema-to-grammar bounds it (a space, or a newline
-    # and up to 20 indent characters), not unbounded: a model cannot wander off in whitespace
-    schema = {**schema, "x-guidance": {"whitespace_pattern": r"( |\n[ \t]{0,20})?", **schema.get("x-guidance", {})}}
+    # whitespace between JSON tokens bounded to one optional space: unbounded whitespace lets a model
+    # wander off in newlines until max_tokens (llama.cpp's json-schema-to-grammar bounds it too)
+    schema = {**schema, "x-guidance": {"whitespace_pattern": r" ?", **schema.get("x-guidance", {})}}
     try:
         g = llg.LLMatcher.grammar_from_json_schema(json.dumps(schema))
     except ValueError as e:
