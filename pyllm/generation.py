@@ -39,6 +39,9 @@ class Request:
     cache_prompt: bool = True            # reuse the common prefix the sequence holds
     timings_per_token: bool = False      # token events carry running timings
     special: bool = False                # render control tokens (<|im_end|>, EOS) as text
+    # constrained decoding (pyllm.structured.TokenConstraint: grammar / forced tokens): its mask is set on
+    # the core's sequence before each step; the core then samples one token per step, undrafted
+    constraint: object = None
 
 
 @dataclass
@@ -115,7 +118,21 @@ class Generator:
         n_cached = int(self.ctx.seq_begin(self.model._m, seq, req.prompt, params))
         self._seqs[seq] = _Seq(req, self.model, n_cached)
         self.held[seq] = list(req.prompt)
+        if req.constraint is not None:
+            try:
+                self._constrain(seq, req.constraint)
+            except Exception:
+                self.cancel(seq)
+                raise
         return n_cached
+
+    def _constrain(self, seq: int, c) -> None:
+        """The next token's mask onto the core's sequence (an empty mask lifts the constraint)."""
+        mask = c.next_mask()
+        if mask is None:
+            import numpy as np
+            mask = np.zeros(0, dtype=np.int32)
+        self.ctx.seq_set_allowed(seq, mask)
 
     def running(self, seq: int) -> bool:
         return seq in self._seqs
@@ -210,9 +227,12 @@ class Generator:
         if toks and run.t_first is None:
             run.t_first = time.perf_counter()
         held = self.held[seq]
+        con = req.constraint
         for i, tok in enumerate(toks):
             run.tokens.append(tok)
             held.append(tok)
+            if con is not None:
+                con.commit(tok)
             if req.n_probs > 0:
                 run.probs_pending.append((tok, probs[i] if i < len(probs) else None))
             if run.stream.push(tok):
@@ -220,6 +240,8 @@ class Generator:
                 stop_now = True
                 break
         done = bool(r.get("done")) or stop_now
+        if con is not None and not done:
+            self._constrain(seq, con)
         if stop_now:
             try:
                 self.ctx.seq_end(seq)

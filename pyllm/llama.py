@@ -16,8 +16,12 @@ import sys
 import warnings
 from typing import Iterator, List, Optional, Union
 
-from .chat import BUILTIN_TEMPLATES, apply_chat_template, normalize_messages, resolve_chat_template
+from .chat import BUILTIN_TEMPLATES, resolve_chat_template
+from .chat_request import ChatSetup, RequestError
 from .generation import Generator, Request, default_threads
+from .structured import GrammarError, GrammarMatcher, TokenConstraint, request_grammar
+from .toolcalls import event_to_delta
+from .toolcalls import finish_reason as chat_finish_reason
 from .llama_format import Shapes, chat_logprobs, completion_logprobs, finish_reason, usage
 from .model import Model
 
@@ -102,6 +106,9 @@ class Llama:
                               n_min=spec_draft_n_min, p_min=spec_draft_p_min)
         self._chat_template = resolve_chat_template(CHAT_FORMATS.get(chat_format) if chat_format else None,
                                                     {"tokenizer.chat_template": self._model.chat_template})
+        m = self._model
+        # the server's chat path (pyllm.chat_request): tools, reasoning split, structured output
+        self._chat = ChatSetup(self._chat_template, bos_token=m.special_text(m.bos), eos_token=m.special_text(m.eos))
         self.metadata = {k: _meta_str(v) for k, v in self._model.metadata().items() if not isinstance(v, list)}
         self._active = None           # the running call's event iterator (a new call closes it)
         self.last_spec_stats: Optional[dict] = None
@@ -166,11 +173,10 @@ class Llama:
         evaluated before is always reused."""
         _check_unsupported("generate", tfs_z=(tfs_z, 1.0), penalize_nl=(penalize_nl, True),
                            logits_processor=(logits_processor, None), stopping_criteria=(stopping_criteria, None))
-        if grammar is not None:
-            raise NotImplementedError("generate: grammar is not supported by pyllm yet")
         sampling = self._sampling(temp, top_p, top_k, min_p, typical_p, repeat_penalty, presence_penalty,
                                   frequency_penalty, None, mirostat_mode, mirostat_tau, mirostat_eta, None)
         req = self._request(list(tokens), sampling, -1, [], 0)
+        req.constraint = self._grammar("generate", {"grammar": _grammar_text(grammar)})
         return self._tokens(req)
 
     def _tokens(self, req: Request) -> Iterator[int]:
@@ -196,8 +202,7 @@ class Llama:
         likely tokens per position (CompletionLogprobs). echo: the prompt is prepended to the text."""
         _check_unsupported("create_completion", suffix=(suffix, None), tfs_z=(tfs_z, 1.0),
                            stopping_criteria=(stopping_criteria, None), logits_processor=(logits_processor, None))
-        if grammar is not None:
-            raise NotImplementedError("create_completion: grammar is not supported by pyllm yet")
+        con = self._grammar("create_completion", {"grammar": _grammar_text(grammar)})
         if echo and logprobs is not None:
             raise ValueError("create_completion: echo=True with logprobs is not supported by pyllm "
                              "(the prompt's logprobs are not computed)")
@@ -209,6 +214,7 @@ class Llama:
                                   frequency_penalty, seed, mirostat_mode, mirostat_tau, mirostat_eta, logit_bias)
         n_top = -1 if logprobs is None else logprobs
         req = self._request(toks, sampling, max_tokens, stop, max(n_top, 1) if n_top >= 0 else 0)
+        req.constraint = con
         shapes = Shapes(model or self.model_path, chat=False)
         echo_text = prompt_text if echo else ""
         it = self._completion_chunks(req, shapes, n_top, echo_text, len(prompt_text))
@@ -233,31 +239,39 @@ class Llama:
         choices: [{index, message: {role, content}, logprobs, finish_reason}], usage}, or with stream=True an
         iterator of "chat.completion.chunk" dicts whose choices carry a delta: {"role": "assistant"} first, then
         {"content": ...}, then {} with the finish_reason. logprobs=True (+ top_logprobs=N): OpenAI's logprobs."""
-        for name, value in (("functions", functions), ("function_call", function_call), ("tools", tools),
-                            ("tool_choice", tool_choice), ("grammar", grammar)):
+        for name, value in (("functions", functions), ("function_call", function_call)):
             if value is not None:
-                raise NotImplementedError(f"create_chat_completion: {name} is not supported by pyllm yet")
-        if response_format is not None and response_format != {"type": "text"}:
-            raise NotImplementedError("create_chat_completion: response_format is not supported by pyllm yet")
+                raise NotImplementedError(f"create_chat_completion: {name} (the legacy form) is not supported by "
+                                          "pyllm: use tools / tool_choice")
         _check_unsupported("create_chat_completion", tfs_z=(tfs_z, 1.0), logits_processor=(logits_processor, None))
         if top_logprobs is not None and not logprobs:
             raise ValueError("create_chat_completion: top_logprobs requires logprobs=True")
         n_top = (top_logprobs or 0) if logprobs else -1
-        text = self.apply_chat_template(messages)
-        toks = self._prompt_tokens(text)
+        body = {k: v for k, v in (("messages", messages), ("tools", tools), ("tool_choice", tool_choice),
+                                  ("response_format", response_format), ("grammar", _grammar_text(grammar)))
+                if v is not None}
+        if tools:
+            body["parallel_tool_calls"] = False  # llama-cpp-python answers with one call
+        try:
+            turn = self._chat.prepare(body)
+            con = turn.constraint(self._model)
+        except RequestError as e:
+            raise ValueError(f"create_chat_completion: {e}") from None
+        toks = self._prompt_tokens(turn.prompt)
         sampling = self._sampling(temperature, top_p, top_k, min_p, typical_p, repeat_penalty, presence_penalty,
                                   frequency_penalty, seed, mirostat_mode, mirostat_tau, mirostat_eta, logit_bias)
         req = self._request(toks, sampling, max_tokens, stop, max(n_top, 1) if n_top >= 0 else 0)
+        req.constraint = con
         shapes = Shapes(model or self.model_path, chat=True)
-        it = self._chat_chunks(req, shapes, n_top)
+        it = self._chat_chunks(req, shapes, n_top, turn.output(stream))
         return it if stream else _collect_chat(it, shapes, len(toks))
 
     def apply_chat_template(self, messages: List[dict], add_generation_prompt: bool = True) -> str:
         """The prompt text create_chat_completion generates from (ValueError for malformed messages)."""
-        m = self._model
-        return apply_chat_template(self._chat_template, normalize_messages(messages),
-                                   add_generation_prompt=add_generation_prompt, bos_token=m.special_text(m.bos),
-                                   eos_token=m.special_text(m.eos))
+        try:
+            return self._chat.prepare({"messages": messages, "add_generation_prompt": add_generation_prompt}).prompt
+        except RequestError as e:
+            raise ValueError(str(e)) from None
 
     # ------------------------------------------------------------------ internals
     def _prompt_tokens(self, prompt) -> list:
@@ -359,7 +373,16 @@ class Llama:
         if fin is not None:
             yield _Final(shapes.completion("", None, finish_reason(fin["stop_type"])), fin)
 
-    def _chat_chunks(self, req, shapes: Shapes, n_top: int):
+    def _grammar(self, where: str, body: dict):
+        """A completion's grammar as the sequence's TokenConstraint (None without one)."""
+        try:
+            g, _ = request_grammar(body)
+            return None if g is None else TokenConstraint(self._model.n_vocab, GrammarMatcher(self._model.guidance(), g))
+        except GrammarError as e:
+            raise ValueError(f"{where}: {e}") from None
+
+    def _chat_chunks(self, req, shapes: Shapes, n_top: int, out):
+        """Chunks of the reply: `out` (ChatOutput) splits reasoning_content and tool_calls from the text."""
         yield shapes.chat_chunk({"role": "assistant"}, None, None)
         fin = None
         for ev in self._events(req):
@@ -369,17 +392,23 @@ class Llama:
                 if not probs:
                     break
             lp = chat_logprobs(self._model, probs, n_top) if n_top >= 0 else None
-            yield shapes.chat_chunk({"content": ev.text}, lp, None)
+            deltas = [event_to_delta(d) for d in out.feed(ev.text)] or ([{}] if lp else [])
+            for k, delta in enumerate(deltas):
+                yield shapes.chat_chunk(delta, lp if k == 0 else None, None)
+        for d in out.finish():
+            yield shapes.chat_chunk(event_to_delta(d), None, None)
         if fin is not None:
-            yield _Final(shapes.chat_chunk({}, None, finish_reason(fin["stop_type"])), fin)
+            reason = chat_finish_reason(fin["stop_type"], len(out.tool_calls))
+            yield _Final(shapes.chat_chunk({}, None, reason), fin, out.message())
 
 
 class _Final(dict):
     """The last chunk of a stream (a plain dict to the caller) carrying the summary for the non-stream path."""
 
-    def __init__(self, chunk: dict, fin: dict):
+    def __init__(self, chunk: dict, fin: dict, message: Optional[dict] = None):
         super().__init__(chunk)
         self.fin = fin
+        self.message = message  # chat: the assembled assistant message
 
 
 def _n_completion(fin: dict) -> int:
@@ -403,16 +432,26 @@ def _collect_completion(chunks, shapes: Shapes, echo_text: str, n_prompt: int) -
 
 
 def _collect_chat(chunks, shapes: Shapes, n_prompt: int) -> dict:
-    text, lp, fin, reason = [], None, {}, None
+    lp, fin, reason, msg = None, {}, None, None
     for c in chunks:
         ch = c["choices"][0]
-        text.append(ch["delta"].get("content") or "")
         if ch["logprobs"] is not None:
             lp = lp or {"content": [], "refusal": None}
             lp["content"] += ch["logprobs"]["content"]
         if isinstance(c, _Final):
-            fin, reason = c.fin, ch["finish_reason"]
-    return shapes.chat_completion("".join(text), lp, reason, usage(n_prompt, _n_completion(fin) if fin else 0))
+            fin, reason, msg = c.fin, ch["finish_reason"], c.message
+    return shapes.chat_completion(msg or {"role": "assistant", "content": ""}, lp, reason,
+                                  usage(n_prompt, _n_completion(fin) if fin else 0))
+
+
+def _grammar_text(grammar):
+    """grammar=: GBNF text, or an object holding it (llama-cpp-python's LlamaGrammar keeps it in _grammar)."""
+    if grammar is None or isinstance(grammar, str):
+        return grammar
+    for attr in ("_grammar", "grammar"):
+        if isinstance(getattr(grammar, attr, None), str):
+            return getattr(grammar, attr)
+    raise TypeError(f"grammar must be GBNF text, got {type(grammar).__name__}")
 
 
 def _meta_str(v) -> str:

@@ -33,11 +33,11 @@ class Shapes:
         return d
 
     # ------------------------------------------------------------ chat
-    def chat_completion(self, content: str, logprobs: Optional[dict], finish_reason: Optional[str],
+    def chat_completion(self, message: dict, logprobs: Optional[dict], finish_reason: Optional[str],
                         usage: dict) -> dict:
-        """CreateChatCompletionResponse."""
+        """CreateChatCompletionResponse; message: {role, content, reasoning_content?, tool_calls?}."""
         d = self._head("chat.completion")
-        d["choices"] = [{"index": 0, "message": {"role": "assistant", "content": content}, "logprobs": logprobs,
+        d["choices"] = [{"index": 0, "message": message, "logprobs": logprobs,
                          "finish_reason": finish_reason}]
         d["usage"] = usage
         return d

@@ -5,6 +5,7 @@ core's objects. `core` lets tests inject a stand-in with the same API (tests/fak
 """
 from __future__ import annotations
 
+import threading
 from typing import Optional
 
 
@@ -39,6 +40,17 @@ class Model:
         # bound once: the per-token hot path of pyllm.generation
         self.token_to_piece = m.token_to_piece
         self.is_eog = m.is_eog
+        self._guidance = None
+        self._guidance_lock = threading.Lock()
+
+    def guidance(self):
+        """llguidance's view of this vocabulary (pyllm.structured.GuidanceTokenizer), built on the first
+        constrained request and kept (it walks the whole vocabulary once)."""
+        with self._guidance_lock:
+            if self._guidance is None:
+                from .structured import GuidanceTokenizer
+                self._guidance = GuidanceTokenizer(self._m.tokenizer, n_vocab=self.n_vocab)
+            return self._guidance
 
     def tokenize(self, text: str, add_special: bool = True, parse_special: bool = False) -> list:
         """Token ids of `text` (add_special: BOS when the model wants one; parse_special: `<|im_end|>` etc.

@@ -56,6 +56,9 @@ def _schema_grammar(schema, field: str) -> str:
     if not schema:
         schema = {"type": "object"}  # llama-server: an empty schema means any object
     _need_llg()
+    # whitespace between JSON tokens bounded to one optional space: unbounded whitespace lets a model
+    # wander off in newlines until max_tokens (llama.cpp's json-schema-to-grammar bounds it too)
+    schema = {**schema, "x-guidance": {"whitespace_pattern": r" ?", **schema.get("x-guidance", {})}}
     try:
         g = llg.LLMatcher.grammar_from_json_schema(json.dumps(schema))
     except ValueError as e:
@@ -110,13 +113,14 @@ def request_grammar(body: dict) -> tuple[str | None, dict | None]:
     return None, None
 
 
-def after_thinking(grammar: str, forced_open: bool) -> str:
+def after_thinking(grammar: str, forced_open: bool, lit=json.dumps) -> str:
     """A grammar that first lets the model finish its open think block (the prompt ended with
-    '<think>\\n'), then applies `grammar`: JSON output of a thinking model, as llama.cpp allows."""
+    '<think>\\n'), then applies `grammar`: JSON output of a thinking model, as llama.cpp allows.
+    `lit` spells the end tag (GuidanceTokenizer.lit: the special token when the vocab has one)."""
     if not forced_open:
         return grammar
     _need_llg()
-    main = "%llguidance {}\nstart: think WS @inner\nthink[lazy]: TEXT \"</think>\"\nTEXT: " + _ANY + \
+    main = "%llguidance {}\nstart: think WS @inner\nthink[lazy]: TEXT " + lit("</think>") + "\nTEXT: " + _ANY + \
            "\nWS: /[ \\t\\n]*/\n"
     return json.dumps({"grammars": [{"name": "main", "lark_grammar": main}, {"name": "inner", **_as_obj(grammar)}]})
 
@@ -201,6 +205,10 @@ class GrammarMatcher:
     def allowed(self, token: int) -> bool:
         return bool((int(self._mask[token >> 5]) >> (token & 31)) & 1)
 
+    def allowed_next(self, token: int) -> bool:
+        """Whether the grammar accepts `token` now (without consuming it)."""
+        return self.m.validate_tokens([int(token)]) == 1
+
     def commit(self, token: int) -> None:
         if not self.m.consume_token(int(token)):
             raise RuntimeError(f"grammar rejected token {token}: {self.m.get_error()}")
@@ -244,3 +252,33 @@ def mask_to_bool(mask: np.ndarray, n_vocab: int) -> np.ndarray:
     """int32 bitmask -> bool[n_vocab] (tests, debugging)."""
     bits = np.unpackbits(mask.view(np.uint8), bitorder="little")
     return bits[:n_vocab].astype(bool)
+
+
+class TokenConstraint:
+    """What one sequence's next token may be: the grammar's mask, or the reasoning budget's forced
+    token (as a one-token mask) while it forces the end of the think block. The generation loop
+    sets next_mask() on the core's sequence before each step and commit()s each token produced."""
+
+    def __init__(self, n_vocab: int, matcher: GrammarMatcher | None = None, budget=None):
+        self.matcher, self.budget = matcher, budget
+        self.n_words = (n_vocab + 31) // 32
+        self._one = np.zeros(self.n_words, dtype=np.int32)
+
+    def next_mask(self) -> np.ndarray | None:
+        """The mask for the next token, None when nothing constrains it any more."""
+        forced = self.budget.forced() if self.budget is not None else None
+        if forced is not None and (self.matcher is None or self.matcher.allowed_next(forced)):
+            self._one[:] = 0
+            self._one.view(np.uint32)[forced >> 5] = 1 << (forced & 31)
+            return self._one
+        if self.matcher is not None:
+            return self.matcher.compute_mask()
+        if self.budget is not None and not self.budget.done:
+            return np.full(self.n_words, -1, dtype=np.int32)  # free now, the budget may force later
+        return None
+
+    def commit(self, token: int) -> None:
+        if self.budget is not None:
+            self.budget.accept(token)
+        if self.matcher is not None:
+            self.matcher.commit(token)

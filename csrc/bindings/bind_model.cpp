@@ -17,7 +17,7 @@ namespace {
 struct ChainSampler : TokenSampler {
   Sampler s;
   ChainSampler(const SamplerParams& p, int n_vocab) : s(p, n_vocab) {}
-  int32_t sample(const float* logits, int) override { return s.sample(logits); }
+  int32_t sample(const float* logits, int, const uint32_t* allowed) override { return s.sample(logits, allowed); }
   void accept(int32_t t) override { s.accept(t); }
 };
 
@@ -128,6 +128,11 @@ void bind_model(nb::module_& m) {
         nb::gil_scoped_release rel;
         return c.seq_begin(seq, prompt, std::move(sp));
       }, nb::arg("model"), nb::arg("seq"), nb::arg("prompt"), nb::arg("params") = nb::dict())
+      .def("seq_set_allowed", [](Context& c, int seq, nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> mask) {
+        const uint32_t* m = reinterpret_cast<const uint32_t*>(mask.data());
+        c.seq_set_allowed(seq, std::vector<uint32_t>(m, m + mask.shape(0)));
+      }, nb::arg("seq"), nb::arg("mask"),
+      "Constrain seq's next token to the int32 bitmask (llguidance layout); see Context::seq_set_allowed.")
       .def("seq_end", &Context::seq_end)
       .def("seq_clear", &Context::seq_clear)
       .def("seq_rm", &Context::seq_rm)

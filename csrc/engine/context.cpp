@@ -16,8 +16,16 @@ int32_t argmax(const float* x, int64_t n) {
   for (int64_t i = 1; i < n; i++) if (x[i] > x[best]) best = (int32_t)i;
   return best;
 }
+bool mask_has(const uint32_t* m, int64_t i) { return (m[i >> 5] >> (i & 31)) & 1u; }
 struct GreedySampler : TokenSampler {
-  int32_t sample(const float* logits, int n_vocab) override { return argmax(logits, n_vocab); }
+  int32_t sample(const float* logits, int n_vocab, const uint32_t* allowed) override {
+    if (!allowed) return argmax(logits, n_vocab);
+    int32_t best = -1;
+    for (int32_t i = 0; i < n_vocab; i++)
+      if (mask_has(allowed, i) && (best < 0 || logits[i] > logits[best])) best = i;
+    if (best < 0) throw std::runtime_error("the allowed-token mask excludes every token");
+    return best;
+  }
   void accept(int32_t) override {}
 };
 using clock_t_ = std::chrono::steady_clock;
@@ -124,6 +132,7 @@ int Context::seq_begin(int seq, const std::vector<int32_t>& prompt, SeqParams pa
   // by the server; it only accepts generated tokens)
   s.active = true;
   s.generating = false;
+  s.constrained = s.mask_ready = false;
   s.last = -1;
   s.stats = SeqStats{};
   s.stats.n_prompt = (int)prompt.size();
@@ -156,6 +165,24 @@ void Context::seq_clear(int seq) {
   mem_->seq_rm(seq, 0);
   if (mtp_mem_) mtp_mem_->seq_rm(seq, 0);
   std::fill(s.pending_h.begin(), s.pending_h.end(), 0.f);
+}
+
+void Context::seq_set_allowed(int seq, std::vector<uint32_t> mask) {
+  check_seq(seq);
+  const size_t words = ((size_t)model_.n_vocab + 31) / 32;
+  Seq& s = seqs_[seq];
+  if (mask.empty()) { s.constrained = s.mask_ready = false; return; }  // constraint lifted
+  if (mask.size() != words)
+    throw std::invalid_argument("allowed mask has " + std::to_string(mask.size()) + " words, n_vocab " +
+                                std::to_string(model_.n_vocab) + " needs " + std::to_string(words));
+  s.allowed = std::move(mask);
+  s.constrained = s.mask_ready = true;
+}
+
+int32_t Context::sample_next(Seq& s, const float* logits) {
+  if (!s.constrained) return s.sampler->sample(logits, (int)model_.n_vocab);
+  s.mask_ready = false;  // one mask, one token
+  return s.sampler->sample(logits, (int)model_.n_vocab, s.allowed.data());
 }
 
 void Context::seq_rm(int seq, int p0) {
@@ -259,7 +286,7 @@ void Context::prefill_step(std::vector<StepOutput>& outs, int& budget) {
     gstats_.t_prompt_ms += s.stats.t_prompt_ms;
     s.t_gen_start = clock_t_::now();
     const float* lg = logits.data() + k * V;
-    const int32_t id = s.sampler->sample(lg, (int)V);
+    const int32_t id = sample_next(s, lg);
     s.sampler->accept(id);
     StepOutput out;
     out.seq = done_seq[k];
@@ -330,15 +357,18 @@ std::vector<std::vector<int32_t>> Context::draft(const std::vector<int>& gen, co
 
 void Context::generate_step(std::vector<StepOutput>& outs) {
   std::vector<int> gen;
-  for (int si = 0; si < n_seq(); si++)
-    if (seqs_[si].active && seqs_[si].generating) gen.push_back(si);
+  for (int si = 0; si < n_seq(); si++) {
+    const Seq& s = seqs_[si];
+    // a constrained sequence waits for the mask of its next token (set from Python between steps)
+    if (s.active && s.generating && (!s.constrained || s.mask_ready)) gen.push_back(si);
+  }
   if (gen.empty()) return;
   const int64_t V = model_.n_vocab, E = model_.n_embd;
 
   std::vector<int> n_draft_max(gen.size(), 0);
   for (size_t g = 0; g < gen.size(); g++) {
     Seq& s = seqs_[gen[g]];
-    if (!spec_.enabled()) continue;
+    if (!spec_.enabled() || s.constrained) continue;
     int m = std::min(spec_.n_max, n_ctx_seq_ - mem_->seq_pos(gen[g]) - 2);
     if (s.params.n_predict >= 0) m = std::min(m, s.params.n_predict - s.stats.n_gen - 1);
     n_draft_max[g] = std::max(0, m);
@@ -384,7 +414,7 @@ void Context::generate_step(std::vector<StepOutput>& outs) {
     std::uniform_real_distribution<double> unif(0.0, 1.0);
     for (int i = 0; i <= nd; i++) {
       const float* lg = logits.data() + (size_t)(row0[g] + i) * V;
-      const int32_t id = s.sampler->sample(lg, (int)V);
+      const int32_t id = i == 0 ? sample_next(s, lg) : s.sampler->sample(lg, (int)V);
       if (synth && i < nd && unif(s.synth_rng) < spec_.synth_probs[i] && !model_.is_eog(d[i])) {
         s.sampler->accept(d[i]);  // benchmark mode: the draft is kept whatever the target said
         acc.push_back(d[i]);

@@ -18,7 +18,8 @@ namespace pyllm {
 // What the engine needs from a sampler (adapters wrap the sampling module's chain).
 struct TokenSampler {
   virtual ~TokenSampler() = default;
-  virtual int32_t sample(const float* logits, int n_vocab) = 0;  // full chain
+  // full chain; allowed (optional, a grammar's bitmask: bit id%32 of word id/32) restricts the draw
+  virtual int32_t sample(const float* logits, int n_vocab, const uint32_t* allowed = nullptr) = 0;
   virtual void accept(int32_t token) = 0;                         // penalties history
 };
 using SamplerFactory = std::function<std::unique_ptr<TokenSampler>(int n_vocab)>;
@@ -81,6 +82,12 @@ class Context {
   int seq_begin(int seq, const std::vector<int32_t>& prompt, SeqParams params);
   void seq_end(int seq);
   void seq_clear(int seq);
+  // Constrained decoding (grammars, forced tokens): the allowed-token bitmask for seq's NEXT token.
+  // From the first call until the next seq_begin the sequence is constrained: it samples one token
+  // per step and only after a fresh mask was set (a step without one skips it), and it is not
+  // drafted (MTP stays lossless: the masked target token is the output either way). An empty mask
+  // lifts the constraint.
+  void seq_set_allowed(int seq, std::vector<uint32_t> mask);
   std::vector<StepOutput> step();
   int n_active() const;
   const SeqStats& seq_stats(int seq) const { check_seq(seq); return seqs_[seq].stats; }
@@ -101,6 +108,8 @@ class Context {
     int32_t last = -1;              // sampled, not yet fed
     SeqParams params;
     std::unique_ptr<TokenSampler> sampler;
+    bool constrained = false, mask_ready = false;
+    std::vector<uint32_t> allowed;  // the mask for the next token (constrained sequences)
     std::vector<float> pending_h;   // [E] target hidden state of the position before `last` (MTP)
     SeqStats stats;
     std::chrono::steady_clock::time_point t_start, t_gen_start;
@@ -116,6 +125,7 @@ class Context {
   std::vector<std::vector<int32_t>> draft(const std::vector<int>& gen, const std::vector<int>& n_draft_max);
   StepToken make_token(int32_t id, const float* logits, int n_probs) const;
   bool finish_token(Seq& s, StepOutput& out, int32_t id);
+  int32_t sample_next(Seq& s, const float* logits);  // the sequence's sampler, under its mask if any
 
   const Model& model_;
   ThreadPool tp_;

@@ -10,9 +10,12 @@ from typing import Optional
 from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 
+from ..chat_request import RequestError
 from ..generation import Event
+from ..toolcalls import event_to_delta
+from ..toolcalls import finish_reason as chat_finish_reason
 from .engine import Task
-from .prompts import check_ctx, check_ids, render_chat, split_prompts, tokenize_mixed
+from .prompts import chat_turn, check_ctx, check_ids, constraint, split_prompts, tokenize_mixed
 from .responses import Shapes, finish_reason, usage
 from .schemas import ApiError, core_params, gen_id, invalid, parse_common, task_params_json
 from .state import BUILD_INFO, JSONResp, body_json, server
@@ -56,14 +59,15 @@ async def run_completion(request: Request, kind: str):
             tl = body.get("top_logprobs")
             body["n_probs"] = 20 if tl is None else tl
         req = parse_common(body, params, e.n_slots, vocab)
-        prompt_text = await asyncio.to_thread(render_chat, params, model, body)
-        prompts = [await asyncio.to_thread(tokenize_mixed, model, prompt_text, True, True)]
+        turn = await asyncio.to_thread(chat_turn, st.chat, body)
+        prompts = [await asyncio.to_thread(tokenize_mixed, model, turn.prompt, True, True)]
     else:
         if "logprobs" in body and "n_probs" not in body and body["logprobs"] is not None:
             lp = body["logprobs"]
             body = dict(body)
             body["n_probs"] = lp if not isinstance(lp, bool) else (1 if lp else 0)
         req = parse_common(body, params, e.n_slots, vocab)
+        turn = None
         if "prompt" not in body or body["prompt"] is None:
             raise invalid("\"prompt\" must be provided")
         prompts = [await asyncio.to_thread(tokenize_mixed, model, rp, True, True) for rp in split_prompts(body["prompt"])]
@@ -74,8 +78,13 @@ async def run_completion(request: Request, kind: str):
     slot_params = task_params_json(req, True, params.spec_types_str)
     cp = core_params(req)
     tasks = []
+    outs = []  # chat: one ChatOutput (reasoning / tool-call split) per choice
     for pt in prompts:
         for j in range(req["n_cmpl"]):
+            # each choice follows its own grammar state; compiled off the event loop
+            con = await asyncio.to_thread(_constraint, model, turn, body)
+            if turn is not None:
+                outs.append(turn.output(req["stream"]))
             cpj = dict(cp)
             if j > 0 and req["seed"] != 4294967295:
                 cpj["seed"] = (req["seed"] + j) & 0xFFFFFFFF
@@ -83,7 +92,7 @@ async def run_completion(request: Request, kind: str):
                               n_probs=req["n_probs"], post_sampling_probs=req["post_sampling_probs"],
                               id_slot=req["id_slot"], cache_prompt=req["cache_prompt"], stream=req["stream"],
                               index=len(tasks), params_json=slot_params,
-                              timings_per_token=bool(req.get("timings_per_token"))))
+                              timings_per_token=bool(req.get("timings_per_token")), constraint=con))
     queue: asyncio.Queue = asyncio.Queue()
     for t in tasks:
         e.submit(t, queue)
@@ -97,16 +106,25 @@ async def run_completion(request: Request, kind: str):
             first = await queue.get()
             if first.kind == "error":
                 raise ApiError(first.data["message"], first.data["code"], first.data["type"])
-            return StreamingResponse(stream_gen(e, kind, tasks, queue, first, shapes, request),
+            return StreamingResponse(stream_gen(e, kind, tasks, queue, first, shapes, request, outs),
                                      media_type="text/event-stream", headers=SSE_HEADERS)
-        return await collect(e, kind, tasks, queue, shapes, request)
+        return await collect(e, kind, tasks, queue, shapes, request, outs)
     except BaseException:
         for t in tasks:
             e.cancel(t)
         raise
 
 
-async def collect(e, kind: str, tasks, queue, shapes: Shapes, request: Request):
+def _constraint(model, turn, body):
+    if turn is None:
+        return constraint(model, body)
+    try:
+        return turn.constraint(model)
+    except RequestError as err:
+        raise invalid(str(err))
+
+
+async def collect(e, kind: str, tasks, queue, shapes: Shapes, request: Request, outs=()):
     n = len(tasks)
     texts = [""] * n
     probs = [[] for _ in range(n)]
@@ -148,11 +166,18 @@ async def collect(e, kind: str, tasks, queue, shapes: Shapes, request: Request):
         choices = [shapes.completion_choice(k, texts[k], probs[k], finish_reason(fins[k]["stop_type"]))
                    for k in range(n)]
         return JSONResp(shapes.oai("text_completion", choices, usage(fins), timings))
-    choices = [shapes.chat_choice(k, texts[k], probs[k], finish_reason(fins[k]["stop_type"])) for k in range(n)]
+    choices = []
+    for k in range(n):
+        out = outs[k]
+        out.feed(texts[k])
+        out.finish()
+        msg = out.message()
+        reason = chat_finish_reason(fins[k]["stop_type"], len(msg.get("tool_calls") or ()))
+        choices.append(shapes.chat_choice(k, msg, probs[k], reason))
     return JSONResp(shapes.oai("chat.completion", choices, usage(fins), timings))
 
 
-async def stream_gen(e, kind: str, tasks, queue, first: Event, shapes: Shapes, request: Request):
+async def stream_gen(e, kind: str, tasks, queue, first: Event, shapes: Shapes, request: Request, outs=()):
     n = len(tasks)
     fins = [None] * n
     started = [False] * n
@@ -187,7 +212,13 @@ async def stream_gen(e, kind: str, tasks, queue, first: Event, shapes: Shapes, r
                     yield sse(shapes.oai("text_completion", [shapes.completion_choice(i, ev.text, ev.probs, None)],
                                          timings=timings))
                 else:
-                    yield sse(shapes.chat_chunk(i, {"content": ev.text}, probs=ev.probs, timings=timings))
+                    deltas = [event_to_delta(d) for d in outs[i].feed(ev.text)]
+                    if not deltas and (ev.probs or timings):
+                        deltas = [{}]  # text held back (a tag cut across tokens): the probs still go out
+                    for k, delta in enumerate(deltas):
+                        first_one = k == 0
+                        yield sse(shapes.chat_chunk(i, delta, probs=ev.probs if first_one else None,
+                                                    timings=timings if first_one else None))
                 continue
             if ev.kind == "done":
                 fins[i] = ev.data
@@ -200,6 +231,9 @@ async def stream_gen(e, kind: str, tasks, queue, first: Event, shapes: Shapes, r
                     yield sse(shapes.oai("text_completion", [shapes.completion_choice(i, "", None, reason)],
                                          usage([ev.data]), timings))
                 else:
+                    for d in outs[i].finish():
+                        yield sse(shapes.chat_chunk(i, event_to_delta(d)))
+                    reason = chat_finish_reason(ev.data["stop_type"], len(outs[i].tool_calls))
                     with_usage = last and shapes.include_usage
                     yield sse(shapes.chat_chunk(i, {}, reason, timings=None if with_usage else timings))
                     if with_usage:

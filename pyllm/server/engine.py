@@ -41,6 +41,7 @@ class Task:
     index: int = 0                        # position in a multi-prompt / n>1 request
     params_json: Optional[dict] = None    # task_params JSON shown by /slots
     timings_per_token: bool = False       # partial results carry timings (llama-server's timings_per_token)
+    constraint: object = None             # pyllm.structured.TokenConstraint (grammar / schema / tool calls)
     id: int = field(default_factory=lambda: next(_task_ids))
     # filled in by the engine
     queue: Optional[asyncio.Queue] = None
@@ -50,7 +51,8 @@ class Task:
 
     def request(self) -> Request:
         return Request(prompt=self.prompt, sampling=self.params, n_predict=self.n_predict, stop=list(self.stop),
-                       n_probs=self.n_probs, cache_prompt=self.cache_prompt, timings_per_token=self.timings_per_token)
+                       n_probs=self.n_probs, cache_prompt=self.cache_prompt, timings_per_token=self.timings_per_token,
+                       constraint=self.constraint)
 
 
 class Engine:

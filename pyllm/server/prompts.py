@@ -2,10 +2,10 @@
 check and the chat template, all through pyllm's Model (never the core)."""
 from __future__ import annotations
 
-import json
-
 from ..args import Params
-from ..chat import apply_chat_template, normalize_messages, resolve_chat_template
+from ..chat import resolve_chat_template
+from ..chat_request import ChatSetup, ChatTurn, RequestError
+from ..structured import GrammarError, GrammarMatcher, TokenConstraint, request_grammar
 from ..model import Model
 from .schemas import ApiError, invalid
 
@@ -72,31 +72,30 @@ def chat_template_src(params: Params, model: Model) -> str:
     return resolve_chat_template(t or None, {"tokenizer.chat_template": model.chat_template})
 
 
-def render_chat(params: Params, model: Model, body: dict) -> str:
-    """The prompt text of a chat request (/v1/chat/completions, /apply-template)."""
+def chat_setup(params: Params, model: Model) -> ChatSetup:
+    """The model's chat settings from the flags (built once per server, see ServerState.chat)."""
+    return ChatSetup(chat_template_src(params, model), bos_token=model.special_text(model.bos),
+                     eos_token=model.special_text(model.eos), use_jinja=params.use_jinja,
+                     template_kwargs=params.chat_template_kwargs, reasoning_format=params.reasoning_format,
+                     reasoning_mode=params.reasoning, reasoning_budget=params.reasoning_budget,
+                     reasoning_budget_message=params.reasoning_budget_message or "")
+
+
+def chat_turn(setup: ChatSetup, body: dict) -> ChatTurn:
+    """A chat request rendered (/v1/chat/completions, /v1/messages, /apply-template); 400 naming the field."""
     try:
-        norm = normalize_messages(body.get("messages"))
-    except ValueError as e:
+        return setup.prepare(body)
+    except RequestError as e:
         raise invalid(str(e))
-    tools = body.get("tools")
-    if tools and not params.use_jinja:
-        raise invalid("tools param requires --jinja flag")
-    agp = body.get("add_generation_prompt", True)
-    if not isinstance(agp, bool):
-        raise invalid("Field 'add_generation_prompt': type must be boolean")
-    kwargs = {}
-    if params.chat_template_kwargs:
-        try:
-            kwargs.update(json.loads(params.chat_template_kwargs))
-        except ValueError:
-            pass
-    if isinstance(body.get("chat_template_kwargs"), dict):
-        kwargs.update(body["chat_template_kwargs"])
+
+
+def constraint(model: Model, body: dict):
+    """/completion and /v1/completions: the request's grammar / json_schema / response_format as a
+    TokenConstraint (None when it asks for none); 400 naming the field when it is invalid."""
     try:
-        return apply_chat_template(chat_template_src(params, model), norm, add_generation_prompt=agp,
-                                   bos_token=model.special_text(model.bos), eos_token=model.special_text(model.eos),
-                                   tools=tools, **kwargs)
-    except ApiError:
-        raise
-    except Exception as e:
-        raise ApiError(f"failed to apply chat template: {e}", 500, "server_error")
+        g, _ = request_grammar(body)
+        if g is None:
+            return None
+        return TokenConstraint(model.n_vocab, GrammarMatcher(model.guidance(), g))
+    except GrammarError as e:
+        raise invalid(str(e))

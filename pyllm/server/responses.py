@@ -85,8 +85,9 @@ class Shapes:
     def completion_choice(self, index: int, text: str, probs, finish) -> dict:
         return {"text": text, "index": index, "logprobs": self._logprobs(probs), "finish_reason": finish}
 
-    def chat_choice(self, index: int, content: str, probs, finish) -> dict:
-        c = {"finish_reason": finish, "index": index, "message": {"role": "assistant", "content": content}}
+    def chat_choice(self, index: int, message: dict, probs, finish) -> dict:
+        """message: pyllm.chat_output.ChatOutput.message() (content, reasoning_content?, tool_calls?)."""
+        c = {"finish_reason": finish, "index": index, "message": message}
         if self.req["n_probs"] > 0:
             c["logprobs"] = {"content": probs}
         return c

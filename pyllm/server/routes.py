@@ -10,7 +10,7 @@ from fastapi.responses import Response
 
 from . import metrics as metrics_mod
 from . import slots as slots_mod
-from .prompts import chat_template_src, check_ids, render_chat, tokenize_mixed
+from .prompts import chat_turn, check_ids, tokenize_mixed
 from .schemas import ApiError, defaults_from_cli, invalid, task_params_json
 from .state import BUILD_INFO, JSONResp, body_json, server
 
@@ -32,9 +32,7 @@ def props_json(st) -> dict:
     m = e.model
     d = defaults_from_cli(params)
     d["n_predict"] = -1
-    caps = {k: False for k in _CAPS}
-    caps["supports_string_content"] = True
-    caps["supports_system_role"] = True
+    caps = {k: bool(st.chat.caps.get(k)) for k in _CAPS}  # llama-server's keys
     return {
         "default_generation_settings": {"params": task_params_json(d, True, "none"), "n_ctx": e.n_ctx_slot},
         "total_slots": e.n_slots,
@@ -49,7 +47,7 @@ def props_json(st) -> dict:
         # pyllm's addition: the server's speculative settings (fixed at start; the UI's n-max page reads them)
         "speculative": {"type": e.spec, "n_max": params.spec_draft_n_max if e.spec != "none" else 0,
                         "n_min": params.spec_draft_n_min, "p_min": params.spec_draft_p_min},
-        "chat_template": chat_template_src(params, m),
+        "chat_template": st.chat.template,
         "chat_template_caps": caps,
         "bos_token": m.special_text(m.bos),
         "eos_token": m.special_text(m.eos),
@@ -135,7 +133,7 @@ async def apply_template(request: Request):
     body = await body_json(request)
     if not isinstance(body, dict):
         raise invalid("request body must be a JSON object")
-    return JSONResp({"prompt": render_chat(st.params, st.engine.model, body)})
+    return JSONResp({"prompt": chat_turn(st.chat, body).prompt})
 
 
 def _raise_slot_action(params):

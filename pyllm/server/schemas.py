@@ -201,9 +201,6 @@ def parse_common(body: dict, p: Params, n_parallel: int, vocab=None) -> dict:
         s = body["samplers"]
         if isinstance(s, list):
             out["samplers"] = [x for x in s if isinstance(x, str)]
-    for unsupported in ("grammar", "json_schema"):
-        if body.get(unsupported):
-            raise invalid(f"'{unsupported}' is not supported by pyllm")
     if body.get("lora"):
         raise invalid("Error: 'lora' is not supported by pyllm")
     return out

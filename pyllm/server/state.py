@@ -39,13 +39,16 @@ class ServerState:
         self.params = params
         self.core = core
         self.engine: Optional[Engine] = None
+        self.chat = None  # pyllm.chat_request.ChatSetup of the loaded model
         self.load_error: Optional[str] = None
         self.created = time.time()  # /v1/models "created"
         self.media_marker = "<__media_" + "".join(random.choices("abcdefghijklmnopqrstuvwxyz0123456789", k=32)) + "__>"
 
     def load(self):
+        from .prompts import chat_setup
         eng = Engine(self.params, core=self.core)
         eng.load()
+        self.chat = chat_setup(self.params, eng.model)  # template caps and tool format, once
         self.engine = eng
 
     @property

@@ -142,5 +142,5 @@ def tool_call_grammar(fmt: ToolFormat, plan: ToolPlan, lit=json.dumps, thinking_
     lines.append("TEXT: " + _ANY)
     lines.append("WS: /[ \\t\\n]*/")
     if thinking_open:
-        lines.append('think[lazy]: TEXT "</think>"')
+        lines.append(f'think[lazy]: TEXT {lit("</think>")}')
     return "\n".join(lines) + "\n"

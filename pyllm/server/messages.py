@@ -1,0 +1,114 @@
+"""Anthropic's Messages API as llama-server serves it: /v1/messages (a Message, or its SSE events) and
+/v1/messages/count_tokens. The body is converted to a chat request (pyllm.anthropic.messages_to_chat) and
+takes the chat path: the same template rendering, constraint and ChatOutput split as /v1/chat/completions."""
+from __future__ import annotations
+
+import asyncio
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response, StreamingResponse
+
+from ..anthropic import AnthropicError, AnthropicStream, count_tokens_response, message_response, messages_to_chat
+from ..anthropic import sse as anthropic_sse
+from ..chat_request import RequestError
+from .engine import Task
+from .prompts import chat_turn, check_ctx, check_ids, tokenize_mixed
+from .schemas import ApiError, core_params, invalid, parse_common, task_params_json
+from .state import JSONResp, body_json, server
+from .streaming import SSE_HEADERS
+
+router = APIRouter()
+
+
+async def _chat_body(request: Request, count_tokens: bool) -> dict:
+    body = await body_json(request)
+    try:
+        return messages_to_chat(body, count_tokens)
+    except AnthropicError as e:
+        raise invalid(str(e))
+
+
+@router.post("/v1/messages/count_tokens")
+async def count_tokens(request: Request):
+    st = server(request)
+    chat = await _chat_body(request, True)
+    turn = await asyncio.to_thread(chat_turn, st.chat, chat)
+    ids = await asyncio.to_thread(tokenize_mixed, st.engine.model, turn.prompt, True, True)
+    return JSONResp(count_tokens_response(len(ids)))
+
+
+@router.post("/v1/messages")
+async def messages(request: Request):
+    st = server(request)
+    e, model = st.engine, st.engine.model
+    chat = await _chat_body(request, False)
+    req = parse_common(chat, st.params, e.n_slots, lambda s: model.tokenize(s, False, False))
+    turn = await asyncio.to_thread(chat_turn, st.chat, chat)
+    prompt = await asyncio.to_thread(tokenize_mixed, model, turn.prompt, True, True)
+    check_ids(model, prompt)
+    check_ctx(prompt, e.n_ctx_slot)
+    try:
+        con = await asyncio.to_thread(turn.constraint, model)
+    except RequestError as err:
+        raise invalid(str(err))
+    task = Task(prompt=prompt, params=core_params(req), n_predict=req["n_predict"], stop=list(req["stop"]),
+                id_slot=req["id_slot"], cache_prompt=req["cache_prompt"], stream=req["stream"],
+                params_json=task_params_json(req, True, st.params.spec_types_str), constraint=con)
+    out = turn.output(req["stream"])
+    queue: asyncio.Queue = asyncio.Queue()
+    e.submit(task, queue)
+    try:
+        if req["stream"]:
+            first = await queue.get()
+            if first.kind == "error":
+                raise ApiError(first.data["message"], first.data["code"], first.data["type"])
+            return StreamingResponse(_stream(e, task, queue, first, out, st.model_name, len(prompt)),
+                                     media_type="text/event-stream", headers=SSE_HEADERS)
+        text, fin = "", None
+        while fin is None:
+            ev = await queue.get()
+            if ev.kind == "token":
+                text += ev.text
+            elif ev.kind == "done":
+                fin = ev.data
+            elif ev.kind == "error":
+                raise ApiError(ev.data["message"], ev.data["code"], ev.data["type"])
+            if fin is None and await request.is_disconnected():
+                e.cancel(task)
+                return Response(status_code=499)
+        out.feed(text)
+        out.finish()
+        return JSONResp(message_response(model=st.model_name, content=out.content, reasoning=out.reasoning,
+                                         tool_calls=out.tool_calls, stop=fin["stop_type"],
+                                         stopping_word=fin["stopping_word"], n_prompt=fin["n_prompt"],
+                                         n_cached=fin["n_cached"], n_gen=fin["n_decoded"]))
+    except BaseException:
+        e.cancel(task)
+        raise
+
+
+async def _stream(e, task, queue, first, out, model_name: str, n_prompt: int):
+    st = AnthropicStream(model=model_name, n_prompt=n_prompt)
+    ev = first
+    try:
+        for name, data in st.start():
+            yield anthropic_sse(name, data).encode()
+        while True:
+            if ev.kind == "token":
+                for d in out.feed(ev.text):
+                    for name, data in st.feed(d):
+                        yield anthropic_sse(name, data).encode()
+            elif ev.kind == "done":
+                for d in out.finish():
+                    for name, data in st.feed(d):
+                        yield anthropic_sse(name, data).encode()
+                for name, data in st.finish(ev.data["stop_type"], ev.data["n_decoded"], ev.data["stopping_word"]):
+                    yield anthropic_sse(name, data).encode()
+                return
+            elif ev.kind == "error":
+                for name, data in st.error(ev.data["message"]):
+                    yield anthropic_sse(name, data).encode()
+                return
+            ev = await queue.get()
+    finally:
+        e.cancel(task)
