@@ -1,0 +1,33 @@
+// What the engine and the speculative accept step need from a sampler: sample one token from a row
+// of logits and record accepted tokens (penalty history). Adapters wrap the sampling module's chain
+// (bindings); the greedy sampler here is the default when a request brings none.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+namespace pyllm {
+
+struct TokenSampler {
+  virtual ~TokenSampler() = default;
+  virtual int32_t sample(const float* logits, int n_vocab) = 0;  // full chain
+  virtual void accept(int32_t token) = 0;                         // penalties history
+};
+using SamplerFactory = std::function<std::unique_ptr<TokenSampler>(int n_vocab)>;
+
+// first maximum (lowest id among ties), the same token the chain's greedy path picks
+inline int32_t argmax(const float* x, int64_t n) {
+  int32_t best = 0;
+  for (int64_t i = 1; i < n; i++) if (x[i] > x[best]) best = (int32_t)i;
+  return best;
+}
+
+inline std::unique_ptr<TokenSampler> make_greedy_sampler() {
+  struct Greedy : TokenSampler {
+    int32_t sample(const float* logits, int n_vocab) override { return argmax(logits, n_vocab); }
+    void accept(int32_t) override {}
+  };
+  return std::make_unique<Greedy>();
+}
+
+}  // namespace pyllm
