@@ -222,27 +222,65 @@ def test_vec_dot_quantized_weights(t):
         assert abs(c.vec_dot(int(t), w, x) - ref) <= 2e-5 * mag + 1e-6, (t.name, lv)
 
 
-VEC_DOT_4_REQUIRED = [QT.Q8_0, QT.Q4_K, QT.Q6_K, QT.Q4_1, QT.Q5_0]
+VEC_DOT_K_REQUIRED = [QT.Q8_0, QT.Q4_K, QT.Q6_K, QT.Q4_1, QT.Q5_0]
 
 
 @pytest.mark.parametrize("level", LEVELS)
-def test_vec_dot_4_bit_identical(level):
+def test_vec_dot_k_bit_identical(level):
+    """k = 1..8 activation rows through one weight-row decode give each row's single-row bits."""
     c.set_simd_level(level)
     rng = np.random.default_rng(5)
-    have = [t for t in VEC_DOT_TYPE if c.type_traits(int(t))["has_vec_dot_4"]]
+    have = [t for t in VEC_DOT_TYPE if c.type_traits(int(t))["has_vec_dot_k"]]
     if level == "avx512":
-        assert set(VEC_DOT_4_REQUIRED) <= set(have)
+        assert set(VEC_DOT_K_REQUIRED) <= set(have)
     for t in have:
         for n in (256, 256 * 7):
             w = random_row(t, n, rng)
-            x4 = rng.standard_normal((4, n)).astype(np.float32)
-            x4[2] *= 1e-3
-            got = c.vec_dot_4(int(t), w, x4)
-            one = np.array([c.vec_dot(int(t), w, x4[r]) for r in range(4)], np.float32)
-            assert np.array_equal(bits(got), bits(one)), f"{t.name}@{level} n={n}: {got} vs {one}"
+            x8 = rng.standard_normal((8, n)).astype(np.float32)
+            x8[2] *= 1e-3
+            one = np.array([c.vec_dot(int(t), w, x8[r]) for r in range(8)], np.float32)
+            for k in range(1, 9):
+                got = c.vec_dot_k(int(t), w, x8[:k])
+                assert np.array_equal(bits(got), bits(one[:k])), f"{t.name}@{level} n={n} k={k}: {got} vs {one[:k]}"
+            if c.type_traits(int(t))["has_vec_dot_rp_k"]:  # the repacked-weight arithmetic (Q4_K)
+                one_rp = np.concatenate([c.vec_dot_k(int(t), w, x8[r:r + 1], True) for r in range(8)])
+                ref, mag = float_reference(t, w, x8[0])
+                assert abs(one_rp[0] - ref) <= 2e-5 * mag + 1e-6
+                for k in range(1, 9):
+                    got = c.vec_dot_k(int(t), w, x8[:k], True)
+                    assert np.array_equal(bits(got), bits(one_rp[:k])), f"{t.name}@{level} rp n={n} k={k}"
+        with pytest.raises(ValueError):
+            c.vec_dot_k(int(t), random_row(t, 256, rng), np.zeros((9, 256), np.float32))
     if not have:
         with pytest.raises(ValueError):
-            c.vec_dot_4(int(QT.Q8_0), random_row(QT.Q8_0, 256, rng), np.zeros((4, 256), np.float32))
+            c.vec_dot_k(int(QT.Q8_0), random_row(QT.Q8_0, 256, rng), np.zeros((4, 256), np.float32))
+
+
+@pytest.mark.skipif(not {"avx2", "avx512"} <= set(LEVELS), reason="needs both x86 levels")
+def test_simd_levels_bit_identical_on_quantized_kernels():
+    """AVX2 (maddubs+madd) and AVX-512 (VNNI, 512-bit integer lanes) give the same integers and the
+    same float order, so every quantized kernel agrees bit for bit between the two levels, for
+    every k and for the repacked-Q4_K arithmetic too."""
+    rng = np.random.default_rng(11)
+    for t in VEC_DOT_TYPE:
+        if t in (QT.F32, QT.F16, QT.BF16):
+            continue
+        blck = c.type_traits(int(t))["blck_size"]
+        for n in (256, 256 * 5) + ((96,) if blck == 32 else ()):  # 96: an odd count of 32-blocks
+            w = random_row(t, n, rng)
+            x = rng.standard_normal((8, n)).astype(np.float32)
+            for repacked in (False, True):
+                res = {}
+                for lv in ("avx2", "avx512"):
+                    c.set_simd_level(lv)
+                    tr = c.type_traits(int(t))
+                    if not tr["has_vec_dot_rp_k" if repacked else "has_vec_dot_k"]:
+                        continue
+                    res[lv] = [bits(c.vec_dot_k(int(t), w, x[:k], repacked)) for k in (1, 3, 8)]
+                if len(res) == 2:
+                    for a, b in zip(res["avx2"], res["avx512"]):
+                        assert np.array_equal(a, b), f"{t.name} n={n} repacked={repacked}"
+    c.set_simd_level("auto")
 
 
 # ---------------------------------------------------------------- dispatch
@@ -265,12 +303,12 @@ def test_dispatch_levels():
     assert c.simd_level() == best
 
 
-def test_scalar_level_has_no_vec_dot_4_and_pointers_swap_back():
+def test_scalar_level_has_no_vec_dot_k_and_pointers_swap_back():
     c.set_simd_level("scalar")
-    assert not any(c.type_traits(int(t))["has_vec_dot_4"] for t in VEC_DOT_TYPE)
+    assert not any(c.type_traits(int(t))["has_vec_dot_k"] for t in VEC_DOT_TYPE)
     if "avx512" in LEVELS:
         c.set_simd_level("avx512")
-        assert c.type_traits(int(QT.Q8_0))["has_vec_dot_4"]
+        assert c.type_traits(int(QT.Q8_0))["has_vec_dot_k"]
 
 
 def test_bad_arguments():
