@@ -70,6 +70,7 @@ class Params:
     cors_headers: str = "*"
     cors_credentials: bool = True
     webui: bool = True
+    static_path: str = ""              # --path: serve this folder at / instead of the built-in UI
     endpoint_metrics: bool = False
     endpoint_slots: bool = True
     endpoint_props: bool = False
@@ -335,6 +336,8 @@ def check_supported(p: Params):
         if t not in SUPPORTED_SPEC_TYPES:
             raise ArgError(f"error: speculative type {t} is not supported by pyllm "
                            f"(supported: {', '.join(SUPPORTED_SPEC_TYPES)})")
+    if p.static_path and not os.path.isdir(p.static_path):
+        raise ArgError(f"error: --path '{p.static_path}' is not a directory")
     if p.spec_draft_model:
         raise ArgError("error: separate draft models (--spec-draft-model) are not supported by pyllm; "
                        "use --spec-type draft-mtp")

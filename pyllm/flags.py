@@ -288,6 +288,8 @@ OPTIONS: list = [
     Opt(("--cors-methods",), "str", "cors_methods", env="LLAMA_ARG_CORS_METHODS", tools=S),
     Opt(("--cors-headers",), "str", "cors_headers", env="LLAMA_ARG_CORS_HEADERS", tools=S),
     Opt(("--cors-credentials",), "bool", "cors_credentials", env="LLAMA_ARG_CORS_CREDENTIALS", neg=("--no-cors-credentials",), tools=S),
+    Opt(("--path",), "str", "static_path", env="LLAMA_ARG_STATIC_PATH", tools=S,
+        help="serve static files from this folder at / instead of the built-in web UI"),
     Opt(("--ui", "--webui"), "bool", "webui", env="LLAMA_ARG_UI", neg=("--no-ui", "--no-webui"), tools=S),
     Opt(("--metrics",), "flag", "endpoint_metrics", env="LLAMA_ARG_ENDPOINT_METRICS", tools=S),
     Opt(("--slots",), "bool", "endpoint_slots", env="LLAMA_ARG_ENDPOINT_SLOTS", neg=("--no-slots",), tools=S),

@@ -59,6 +59,29 @@ static void dot_q4_K_gemm_order(int n, float* s, const void* vx, const void* vy)
   *s = acc - accm;
 }
 static const bool kGemmEmu = std::getenv("PYLLM_Q4K_GEMM_EMU") != nullptr;
+// Same diagnostic for repacked Q2_K (AVX-512 builds, ggml_gemm_q2_K_8x8_q8_K): one fma per 128 elements.
+static void dot_q2_K_gemm_order(int n, float* s, const void* vx, const void* vy) {
+  float acc = 0.f, accm = 0.f;
+  const block_q2_K* x = (const block_q2_K*)vx;
+  const block_q8_K* y = (const block_q8_K*)vy;
+  for (int i = 0; i < n / QK_K; i++) {
+    uint16_t dh, mh; std::memcpy(&dh, &x[i].d, 2); std::memcpy(&mh, &x[i].dmin, 2);
+    const float d = fp16_to_fp32(dh), dmin = fp16_to_fp32(mh);
+    for (int h = 0; h < 2; h++) {
+      int is = 0, im = 0;
+      for (int j = 8 * h; j < 8 * h + 8; j++) {  // 16-element sub-blocks of this 128
+        int p = 0;
+        for (int k = 16 * j; k < 16 * j + 16; k++)
+          p += ((x[i].qs[32 * (k / 128) + k % 32] >> (2 * ((k % 128) / 32))) & 3) * y[i].qs[k];
+        is += (x[i].scales[j] & 0xF) * p;
+        im += (x[i].scales[j] >> 4) * y[i].bsums[j];
+      }
+      acc = std::fma((float)is, d * y[i].d, acc);
+      accm = std::fma((float)im, dmin * y[i].d, accm);
+    }
+  }
+  *s = acc - accm;
+}
 
 // The row kernels for W: llama.cpp's repacked-weight arithmetic where it would repack W.
 struct RowKernels {
@@ -94,7 +117,9 @@ static void mm_rows(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy,
   const RowKernels rk = row_kernels(W);
   const int K = (int)W.ne[0];
   const int B = qa.B;
-  const int t_gemm = kGemmEmu && W.type == GGML_TYPE_Q4_K && rk.rp ? B - B % 4 : 0;
+  const bool emu = kGemmEmu && (W.type == GGML_TYPE_Q4_K || W.type == GGML_TYPE_Q2_K) && rk.rp;
+  const int t_gemm = emu ? B - B % 4 : 0;
+  const vec_dot_fn gemm_order = W.type == GGML_TYPE_Q2_K ? dot_q2_K_gemm_order : dot_q4_K_gemm_order;
   constexpr int64_t RB = 8;   // weight rows per tile
   constexpr int TB = 32;      // tokens per tile (a multiple of kMaxRowsK)
   for (int64_t r0 = n0; r0 < n1; r0 += RB) {
@@ -104,7 +129,7 @@ static void mm_rows(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy,
       for (int64_t r = r0; r < r1; r++) {
         const uint8_t* wr = W.data + r * W.nb1;
         int t = t0;
-        for (; t < std::min(t1, t_gemm); t++) dot_q4_K_gemm_order(K, &Y[t * ldy + r], wr, qa.row(t));
+        for (; t < std::min(t1, t_gemm); t++) gemm_order(K, &Y[t * ldy + r], wr, qa.row(t));
         row_times_acts(rk, K, wr, qa, t, t1, Y + r, ldy);
       }
     }

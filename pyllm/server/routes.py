@@ -45,7 +45,10 @@ def props_json(st) -> dict:
         "media_marker": st.media_marker,
         "endpoint_slots": params.endpoint_slots, "endpoint_props": params.endpoint_props,
         "endpoint_metrics": params.endpoint_metrics,
-        "ui": False, "ui_settings": {},
+        "ui": params.webui, "ui_settings": {},
+        # pyllm's addition: the server's speculative settings (fixed at start; the UI's n-max page reads them)
+        "speculative": {"type": e.spec, "n_max": params.spec_draft_n_max if e.spec != "none" else 0,
+                        "n_min": params.spec_draft_n_min, "p_min": params.spec_draft_p_min},
         "chat_template": chat_template_src(params, m),
         "chat_template_caps": caps,
         "bos_token": m.special_text(m.bos),

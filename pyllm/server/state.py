@@ -11,6 +11,7 @@ from fastapi.responses import Response
 
 from .. import __version__
 from ..args import Params
+from . import webui
 from .engine import Engine
 from .schemas import ApiError, parse_json_body
 from .streaming import dumps
@@ -103,6 +104,8 @@ class Gate:
         path = scope["path"]
         if p.api_prefix and path.startswith(p.api_prefix):
             path = path[len(p.api_prefix):] or "/"
+        if webui.is_public(p, method, path):  # UI files: no key, served while the model loads
+            return await self.app(scope, receive, send2)
         if not self.state.ready:
             e = ApiError("Loading model", 503, "unavailable_error")
             return await error_response(e, middleware=True)(scope, receive, send2)

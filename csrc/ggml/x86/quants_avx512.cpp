@@ -3,6 +3,8 @@
 // vec_dot_k (one weight row, k <= 8 activation rows) comes with every quantized kernel (both levels).
 #include <immintrin.h>
 
+#include <type_traits>
+
 #include "ggml/fp16.h"
 
 // GCC 12's own avx512fintrin.h (_mm512_reduce_add_ps, masked cvtph) trips these on _mm*_undefined_*.
@@ -18,6 +20,7 @@ static inline __m256i madd16_acc(__m256i acc, __m256i a, __m256i b) { return _mm
 
 #define SIMD_NS x86_avx512
 #include "ggml/x86/quants_simd.inc.h"
+#include "ggml/x86/quants_lowbit_simd.inc.h"
 
 namespace pyllm {
 namespace x86_avx512 {
@@ -100,6 +103,7 @@ struct Q45Block {
   __m512i wq[4];   // sub-block pairs as unsigned bytes
   __m512i scv[4];  // int16 scale words: low half sc[2c], high half sc[2c+1]
   __m128i mins16;  // the 8 mins as int16
+  __m256i mins16x2;  // each min twice (words 2j, 2j+1 = mn[j]): one madd with the 16 bsums gives the mins term
   float d, dmin;
 };
 
@@ -129,6 +133,7 @@ static inline void load_q45_block(const void* vx, int i, Q45Block& o) {
     o.scv[c] = _mm512_permutexvar_epi16(idx, sc16);
   }
   o.mins16 = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
+  o.mins16x2 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, _mm_set_epi8(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8)));
   o.d = h2f(hd); o.dmin = h2f(hdmin);
 }
 
@@ -187,7 +192,7 @@ static void dot_q45_K_512(int n, float* s, const void* vx, const void* vy, size_
 
 // the repacked-Q4_K arithmetic (see dot_q4_K_rp): one int32 per super-block for sums and mins
 template <int NR>
-static void dot_q4_K_rp_512(int n, float* s, const void* vx, const void* vy, size_t by) {
+static void dot_q4_K_rp_512_rows(int n, float* s, const void* vx, const void* vy, size_t by) {
   __m128 acc[NR], accm[NR];  // scalars in lane 0 (kept in registers: no insert/extract per block)
   for (int r = 0; r < NR; r++) { acc[r] = _mm_setzero_ps(); accm[r] = _mm_setzero_ps(); }
   Q45Block b;
@@ -208,6 +213,83 @@ static void dot_q4_K_rp_512(int n, float* s, const void* vx, const void* vy, siz
   }
   for (int r = 0; r < NR; r++) s[r] = _mm_cvtss_f32(_mm_sub_ss(acc[r], accm[r]));
 }
+
+// Groups of 4 / 8 rows: the per-block integer sums of all rows are reduced together (unpack/add
+// trees, integers: exact in any order) and the float side runs with one row per lane. Each lane does
+// the scalar kernel's operations on the same operands ((float)is, d*y.d, fma, acc - accm), so the
+// bits equal dot_q4_K_rp_512_rows.
+// 4 / 8 zmm of 16 int32 lanes (one row each) -> the rows' totals, one per int32 lane.
+static inline __m128i rowsum4_512(const __m512i* z) {
+  const __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(z[0], z[1]), _mm512_unpackhi_epi32(z[0], z[1]));
+  const __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(z[2], z[3]), _mm512_unpackhi_epi32(z[2], z[3]));
+  const __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));  // [r0..r3] per 128
+  const __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(u), _mm512_extracti64x4_epi64(u, 1));
+  return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+static inline __m256i rowsum8_512(const __m512i* z) {
+  __m512i t[4];
+  for (int q = 0; q < 4; q++) t[q] = _mm512_add_epi32(_mm512_unpacklo_epi32(z[2 * q], z[2 * q + 1]), _mm512_unpackhi_epi32(z[2 * q], z[2 * q + 1]));
+  const __m512i a = _mm512_add_epi32(_mm512_unpacklo_epi64(t[0], t[1]), _mm512_unpackhi_epi64(t[0], t[1]));  // rows 0..3
+  const __m512i b = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2], t[3]), _mm512_unpackhi_epi64(t[2], t[3]));  // rows 4..7
+  const __m512i w = _mm512_add_epi32(_mm512_shuffle_i32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_i32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm256_add_epi32(_mm512_castsi512_si256(_mm512_shuffle_i32x4(w, w, 0x08)), _mm512_castsi512_si256(_mm512_shuffle_i32x4(w, w, 0x0D)));
+}
+// the same for ymm of 8 int32 lanes
+static inline __m128i rowsum4_256(const __m256i* g) {
+  const __m256i t0 = _mm256_add_epi32(_mm256_unpacklo_epi32(g[0], g[1]), _mm256_unpackhi_epi32(g[0], g[1]));
+  const __m256i t1 = _mm256_add_epi32(_mm256_unpacklo_epi32(g[2], g[3]), _mm256_unpackhi_epi32(g[2], g[3]));
+  const __m256i u = _mm256_add_epi32(_mm256_unpacklo_epi64(t0, t1), _mm256_unpackhi_epi64(t0, t1));
+  return _mm_add_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1));
+}
+static inline __m256i rowsum8_256(const __m256i* g) {
+  __m256i t[4];
+  for (int q = 0; q < 4; q++) t[q] = _mm256_add_epi32(_mm256_unpacklo_epi32(g[2 * q], g[2 * q + 1]), _mm256_unpackhi_epi32(g[2 * q], g[2 * q + 1]));
+  const __m256i a = _mm256_add_epi32(_mm256_unpacklo_epi64(t[0], t[1]), _mm256_unpackhi_epi64(t[0], t[1]));
+  const __m256i b = _mm256_add_epi32(_mm256_unpacklo_epi64(t[2], t[3]), _mm256_unpackhi_epi64(t[2], t[3]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+template <int NR>
+static void dot_q4_K_rp_512_lanes(int n, float* s, const void* vx, const void* vy, size_t by) {
+  static_assert(NR == 4 || NR == 8, "lanes form is for 4 or 8 rows");
+  typedef typename std::conditional<NR == 8, __m256, __m128>::type V;
+  V acc, accm;
+  if constexpr (NR == 8) { acc = _mm256_setzero_ps(); accm = _mm256_setzero_ps(); }
+  else { acc = _mm_setzero_ps(); accm = _mm_setzero_ps(); }
+  Q45Block b;
+  for (int i = 0; i < n / QK_K; i++) {
+    load_q45_block<false>(vx, i, b);
+    __m512i z[NR];
+    __m256i g[NR];
+    float ydv[NR];
+    for (int r = 0; r < NR; r++) {
+      const block_q8_K* y = (const block_q8_K*)row(vy, by, r) + i;
+      z[r] = q45_isum(b, y);
+      g[r] = _mm256_madd_epi16(b.mins16x2, _mm256_loadu_si256((const __m256i*)y->bsums));
+      ydv[r] = y->d;
+    }
+    if constexpr (NR == 8) {
+      const __m256 yd = _mm256_loadu_ps(ydv);
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(rowsum8_512(z)), _mm256_mul_ps(_mm256_set1_ps(b.d), yd), acc);
+      accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(rowsum8_256(g)), _mm256_mul_ps(_mm256_set1_ps(b.dmin), yd), accm);
+    } else {
+      const __m128 yd = _mm_loadu_ps(ydv);
+      acc = _mm_fmadd_ps(_mm_cvtepi32_ps(rowsum4_512(z)), _mm_mul_ps(_mm_set1_ps(b.d), yd), acc);
+      accm = _mm_fmadd_ps(_mm_cvtepi32_ps(rowsum4_256(g)), _mm_mul_ps(_mm_set1_ps(b.dmin), yd), accm);
+    }
+  }
+  if constexpr (NR == 8) _mm256_storeu_ps(s, _mm256_sub_ps(acc, accm));
+  else _mm_storeu_ps(s, _mm_sub_ps(acc, accm));
+}
+template <int NR>
+static void dot_q4_K_rp_512(int n, float* s, const void* vx, const void* vy, size_t by) {
+  if constexpr (NR == 4 || NR == 8) dot_q4_K_rp_512_lanes<NR>(n, s, vx, vy, by);
+  else dot_q4_K_rp_512_rows<NR>(n, s, vx, vy, by);
+}
+PYLLM_KERNEL_FAMILY(K_q4_K_512, (dot_q45_K_512<false, NR>(n, s, x, y, by)));
+PYLLM_KERNEL_FAMILY(K_q5_K_512, (dot_q45_K_512<true, NR>(n, s, x, y, by)));
+PYLLM_KERNEL_FAMILY(K_q4_K_rp_512, (dot_q4_K_rp_512<NR>(n, s, x, y, by)));
+
 // ---- 32-element block types on 512-bit integer lanes: two blocks per zmm ----
 // dpbusd on a block pair, then the two 8-lane halves go through the same per-block fma chain as
 // dot_signed_q8_0 / dot_unsigned_q8_1 (block i, then block i+1), so the bits are theirs.
@@ -329,15 +411,13 @@ static void dot_q6_K_512(int n, float* s, const void* vx, const void* vy, size_t
   for (int r = 0; r < NR; r++) s[r] = hsum8(acc[r]);
 }
 PYLLM_KERNEL_FAMILY(K_q6_K_512, (dot_q6_K_512<NR>(n, s, x, y, by)));
-PYLLM_KERNEL_FAMILY(K_q4_K_512, (dot_q45_K_512<false, NR>(n, s, x, y, by)));
-PYLLM_KERNEL_FAMILY(K_q5_K_512, (dot_q45_K_512<true, NR>(n, s, x, y, by)));
-PYLLM_KERNEL_FAMILY(K_q4_K_rp_512, (dot_q4_K_rp_512<NR>(n, s, x, y, by)));
 
 }  // namespace x86_avx512
 
 void quants_override_avx512(type_traits* t) {
   using namespace x86_avx512;
   install_quant_kernels(t);
+  install_lowbit_kernels(t, true);  // Q2_K, Q3_K, IQ1-3, MXFP4
   t[GGML_TYPE_Q4_K].vec_dot = vd1<K_q4_K_512>; t[GGML_TYPE_Q4_K].vec_dot_k = vdk<K_q4_K_512>;
   t[GGML_TYPE_Q5_K].vec_dot = vd1<K_q5_K_512>; t[GGML_TYPE_Q5_K].vec_dot_k = vdk<K_q5_K_512>;
   auto put = [&](ggml_type id, vec_dot_fn f, vec_dot_k_fn fk) { t[id].vec_dot = f; t[id].vec_dot_k = fk; };
