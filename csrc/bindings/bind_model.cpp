@@ -39,6 +39,17 @@ void bind_model(nb::module_& m) {
   static nb::object model_error = nb::exception<ModelError>(m, "ModelError", PyExc_ValueError);
   (void)model_error;
 
+  // the one validation of the speculative settings (ValueError naming the setting); returns the
+  // synthetic acceptance's per-position keep probabilities ([] when off)
+  m.def("check_spec_params", [](const std::string& spec_type, int n_max, int n_min, float p_min, double synth_len,
+                                std::vector<double> synth_rates) {
+    SpecParams sp;
+    sp.type = spec_type; sp.n_max = n_max; sp.n_min = n_min; sp.p_min = p_min;
+    sp.synth_len = synth_len; sp.synth_rates = std::move(synth_rates);
+    return check_spec_params(sp);
+  }, nb::arg("spec_type") = "none", nb::arg("n_max") = 3, nb::arg("n_min") = 0, nb::arg("p_min") = 0.0f,
+     nb::arg("synth_len") = -1.0, nb::arg("synth_rates") = std::vector<double>{});
+
   nb::class_<PyModel>(m, "Model")
       .def("__init__", [](PyModel* self, const std::string& path, bool load_mtp) {
         LoadOptions opt; opt.load_mtp = load_mtp;
@@ -176,6 +187,7 @@ void bind_model(nb::module_& m) {
         d["n_prompt_tokens"] = g.n_prompt_tokens; d["n_gen_tokens"] = g.n_gen_tokens; d["n_decode_calls"] = g.n_decode_calls;
         d["n_draft"] = g.n_draft; d["n_draft_accepted"] = g.n_draft_accepted; d["n_drafts"] = g.n_drafts;
         d["n_accepted_per_pos"] = g.n_accepted_per_pos;
+        d["n_mtp_rows"] = g.n_mtp_rows;
         return d;
       })
       .def_prop_ro("memory_bytes", &Context::memory_bytes)

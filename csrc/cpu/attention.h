@@ -1,9 +1,11 @@
 // Causal multi-head attention over a sequence's f16 KV cache, with GQA (kv head = h / (H/Hkv))
 // and an optional sliding window. The new rows' K/V are written to the cache first.
 #pragma once
+#include <cstdint>
+
 #include "cpu/threadpool.h"
+#include "memory/batch.h"
 #include "memory/memory.h"
-#include "model/model.h"
 
 namespace pyllm {
 

@@ -1,6 +1,7 @@
 #include "engine/context.h"
 
 #include "sampling/sampler.h"
+#include "speculative/accept.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,92 +11,26 @@
 namespace pyllm {
 
 namespace {
-// first maximum (lowest id among ties)
-int32_t argmax(const float* x, int64_t n) {
-  int32_t best = 0;
-  for (int64_t i = 1; i < n; i++) if (x[i] > x[best]) best = (int32_t)i;
-  return best;
-}
-bool mask_has(const uint32_t* m, int64_t i) { return (m[i >> 5] >> (i & 31)) & 1u; }
-struct GreedySampler : TokenSampler {
-  int32_t sample(const float* logits, int n_vocab, const uint32_t* allowed) override {
-    if (!allowed) return argmax(logits, n_vocab);
-    int32_t best = -1;
-    for (int32_t i = 0; i < n_vocab; i++)
-      if (mask_has(allowed, i) && (best < 0 || logits[i] > logits[best])) best = i;
-    if (best < 0) throw std::runtime_error("the allowed-token mask excludes every token");
-    return best;
-  }
-  void accept(int32_t) override {}
-};
 using clock_t_ = std::chrono::steady_clock;
 double ms_since(clock_t_::time_point t) { return std::chrono::duration<double, std::milli>(clock_t_::now() - t).count(); }
 }  // namespace
-
-std::unique_ptr<TokenSampler> make_greedy_sampler() { return std::make_unique<GreedySampler>(); }
 
 Context::Context(const Model& model, int n_ctx, int n_seq, int n_batch, int n_ubatch, int n_threads, const SpecParams& spec)
     : model_(model), tp_(n_threads), spec_(spec), n_batch_(std::max(1, n_batch)), n_ubatch_(std::max(1, std::min(n_batch, n_ubatch))) {
   if (n_seq < 1) throw std::invalid_argument("n_seq must be >= 1");
   if (n_ctx < n_seq * 8) throw std::invalid_argument("n_ctx " + std::to_string(n_ctx) + " is too small for " + std::to_string(n_seq) + " sequences");
   n_ctx_seq_ = n_ctx / n_seq;
-  if (spec_.type != "none" && spec_.type != "draft-mtp")
-    throw std::invalid_argument("speculative type '" + spec_.type + "' is not supported by pyllm");
-  if (spec_.type == "draft-mtp" && spec_.n_max > 0) {
-    if (!model.file_has_mtp())
-      throw std::invalid_argument("--spec-type draft-mtp: the model '" + model.gguf().path() + "' has no MTP layers (nextn_predict_layers = 0 or no blk.N.nextn.* tensors)");
-    if (!model.has_mtp()) throw std::invalid_argument("--spec-type draft-mtp: the model was loaded without its MTP layer (load_mtp=False)");
-  }
-  resolve_synth();
+  synth_probs_ = check_spec_params(spec_);
   // verification of [last, d1..dn] needs n_max+1 recurrent planes; the batch must fit one ubatch
   const int n_planes = spec_.enabled() ? spec_.n_max + 1 : 1;
-  if (spec_.enabled() && n_ubatch_ < spec_.n_max + 1) n_ubatch_ = spec_.n_max + 1;
-  mem_ = model.create_memory(n_seq, n_ctx_seq_, n_planes);
-  if (spec_.enabled() && model.has_mtp()) mtp_mem_ = model.create_mtp_memory(n_seq, n_ctx_seq_);
-  seqs_.resize(n_seq);
-  for (auto& s : seqs_) s.pending_h.assign(model.n_embd, 0.f);
-}
-
-// --spec-synth-len / --spec-synth-rates (benchmarking only): per-position unconditional acceptance
-// rates, validated as upstream does; drafts are accepted at random with the conditional rate.
-void Context::resolve_synth() {
-  const bool has_len = spec_.synth_len >= 0, has_rates = !spec_.synth_rates.empty();
-  if (!has_len && !has_rates) return;
-  if (has_len && has_rates) throw std::invalid_argument("synthetic acceptance length and rates are mutually exclusive");
-  const int n_max = spec_.enabled() ? spec_.n_max : 0;
-  if (n_max <= 0) throw std::invalid_argument("synthetic acceptance requires at least one speculative token");
-  std::vector<double> rates;
-  if (has_rates) {
-    rates = spec_.synth_rates;
-    if ((int)rates.size() != n_max)
-      throw std::invalid_argument("synthetic acceptance rates must contain " + std::to_string(n_max) + " values, got " + std::to_string(rates.size()));
-    for (size_t i = 0; i < rates.size(); i++) {
-      if (!std::isfinite(rates[i]) || rates[i] < 0.0 || rates[i] > 1.0) throw std::invalid_argument("synthetic acceptance rates must be finite and within [0, 1]");
-      if (i > 0 && rates[i] > rates[i - 1]) throw std::invalid_argument("synthetic acceptance rates must be monotonically non-increasing");
-    }
-  } else {
-    const double L = spec_.synth_len, Lmax = n_max + 1.0;
-    if (!std::isfinite(L) || L < 1.0 || L > Lmax)
-      throw std::invalid_argument("synthetic acceptance length must be finite and within [1, " + std::to_string((int)Lmax) + "]");
-    // geometric rates p, p^2, ... whose sum is L - 1 (bisection)
-    double p = 0.0;
-    if (L == Lmax) p = 1.0;
-    else if (L > 1.0) {
-      double lo = 0.0, hi = 1.0;
-      for (int it = 0; it < 32; it++) {
-        const double mid = 0.5 * (lo + hi);
-        double sum = 0, term = mid;
-        for (int j = 0; j < n_max; j++) { sum += term; term *= mid; }
-        (sum < L - 1.0 ? lo : hi) = mid;
-      }
-      p = 0.5 * (lo + hi);
-    }
-    double r = p;
-    for (int i = 0; i < n_max; i++) { rates.push_back(r); r *= p; }
+  if (spec_.enabled()) {
+    drafter_ = std::make_unique<MtpDrafter>(model, tp_, n_seq, n_ctx_seq_, spec_);
+    n_ubatch_ = std::max(n_ubatch_, spec_.n_max + 1);
   }
-  double prev = 1.0;
-  for (double r : rates) { spec_.synth_probs.push_back(prev > 0.0 ? r / prev : 0.0); prev = r; }
-  std::fprintf(stderr, "synthetic speculative acceptance is enabled for benchmarking; generated output is not valid\n");
+  if (!synth_probs_.empty())
+    std::fprintf(stderr, "synthetic speculative acceptance is enabled for benchmarking; generated output is not valid\n");
+  mem_ = model.create_memory(n_seq, n_ctx_seq_, n_planes);
+  seqs_.resize(n_seq);
 }
 
 int Context::n_active() const {
@@ -120,10 +55,7 @@ int Context::seq_begin(int seq, const std::vector<int32_t>& prompt, SeqParams pa
   int n_cached = (int)std::min(lcp, prompt.size() - 1);
   if (!mem_->can_rm(seq, n_cached)) n_cached = 0;  // recurrent state cannot go back that far
   mem_->seq_rm(seq, n_cached);
-  if (mtp_mem_) mtp_mem_->seq_rm(seq, n_cached);
-  // pending_h must be h_{n_cached-1}; it is exact when the prompt extends what was evaluated and
-  // zero at position 0. Otherwise it is stale (as upstream): drafts may be worse, output is not.
-  if (n_cached == 0) std::fill(s.pending_h.begin(), s.pending_h.end(), 0.f);
+  if (drafter_) drafter_->begin(seq, n_cached);
   s.cache.assign(prompt.begin(), prompt.begin() + n_cached);
   s.pending.assign(prompt.begin() + n_cached, prompt.end());
   s.params = std::move(params);
@@ -163,8 +95,7 @@ void Context::seq_clear(int seq) {
   Seq& s = seqs_.at(seq);
   s.cache.clear();
   mem_->seq_rm(seq, 0);
-  if (mtp_mem_) mtp_mem_->seq_rm(seq, 0);
-  std::fill(s.pending_h.begin(), s.pending_h.end(), 0.f);
+  if (drafter_) drafter_->begin(seq, 0);
 }
 
 void Context::seq_set_allowed(int seq, std::vector<uint32_t> mask) {
@@ -179,10 +110,10 @@ void Context::seq_set_allowed(int seq, std::vector<uint32_t> mask) {
   s.constrained = s.mask_ready = true;
 }
 
-int32_t Context::sample_next(Seq& s, const float* logits) {
-  if (!s.constrained) return s.sampler->sample(logits, (int)model_.n_vocab);
-  s.mask_ready = false;  // one mask, one token
-  return s.sampler->sample(logits, (int)model_.n_vocab, s.allowed.data());
+const uint32_t* Context::take_mask(Seq& s) {
+  if (!s.constrained) return nullptr;
+  s.mask_ready = false;
+  return s.allowed.data();
 }
 
 void Context::seq_rm(int seq, int p0) {
@@ -190,7 +121,7 @@ void Context::seq_rm(int seq, int p0) {
   Seq& s = seqs_.at(seq);
   if (p0 < 0) p0 = 0;  // llama.cpp: p0 < 0 means from the start
   mem_->seq_rm(seq, p0);
-  if (mtp_mem_) mtp_mem_->seq_rm(seq, p0);
+  if (drafter_) drafter_->rollback(seq, p0);
   if ((int)s.cache.size() > p0) s.cache.resize(p0);
 }
 
@@ -218,19 +149,6 @@ bool Context::finish_token(Seq& s, StepOutput& out, int32_t id) {
   return true;
 }
 
-void Context::mtp_catch_up(int n, const int32_t* tokens, const int32_t* pos, const int32_t* seqs, const float* h_tgt) {
-  // MTP row p pairs (x_p, h_{p-1}): the first row of a sequence takes its pending_h
-  const int64_t E = model_.n_embd;
-  std::vector<float> hin((size_t)n * E);
-  for (int r = 0; r < n; r++) {
-    const float* src = (r == 0 || seqs[r] != seqs[r - 1]) ? seqs_[seqs[r]].pending_h.data() : h_tgt + (r - 1) * E;
-    std::copy(src, src + E, hin.data() + r * E);
-  }
-  ForwardIn in;
-  in.n = n; in.tokens = tokens; in.pos = pos; in.seq = seqs; in.embd_in = hin.data();
-  model_.forward_mtp(tp_, *mtp_mem_, in);
-}
-
 void Context::prefill_step(std::vector<StepOutput>& outs, int& budget) {
   std::vector<int32_t> tokens, pos, seqs, out_rows;
   std::vector<int> done_seq;  // sequences whose prompt finishes in this batch
@@ -252,7 +170,8 @@ void Context::prefill_step(std::vector<StepOutput>& outs, int& budget) {
   std::vector<float>& logits = logits_buf_;
   std::vector<float>& hidden = hidden_buf_;
   logits.resize((size_t)out_rows.size() * V);
-  hidden.resize(mtp_mem_ ? (size_t)n * E : 0);
+  hidden.resize(drafter_ ? (size_t)n * E : 0);
+  std::vector<MtpDrafter::Run> runs;
   // ubatches; a sequence's rows stay in order
   int out_i = 0;
   for (int b0 = 0; b0 < n; b0 += n_ubatch_) {
@@ -263,14 +182,18 @@ void Context::prefill_step(std::vector<StepOutput>& outs, int& budget) {
     ForwardIn in;
     in.n = b1 - b0; in.tokens = tokens.data() + b0; in.pos = pos.data() + b0; in.seq = seqs.data() + b0;
     in.out_rows = orows.data(); in.n_out = (int)orows.size(); in.logits = logits.data() + (size_t)oi0 * V;
-    in.hidden = mtp_mem_ ? hidden.data() + (size_t)b0 * E : nullptr;
+    in.hidden = drafter_ ? hidden.data() + (size_t)b0 * E : nullptr;
     model_.forward(tp_, *mem_, in);
     gstats_.n_decode_calls++;
-    if (mtp_mem_) {
-      mtp_catch_up(b1 - b0, tokens.data() + b0, pos.data() + b0, seqs.data() + b0, hidden.data() + (size_t)b0 * E);
-      for (int r = b0; r < b1; r++)
-        if (r + 1 == b1 || seqs[r + 1] != seqs[r]) std::copy(hidden.begin() + (size_t)r * E, hidden.begin() + (size_t)(r + 1) * E, seqs_[seqs[r]].pending_h.begin());
+    if (!drafter_) continue;
+    runs.clear();  // the MTP memory follows every ubatch, one run per sequence
+    for (int r = b0; r < b1;) {
+      int e = r;
+      while (e < b1 && seqs[e] == seqs[r]) e++;
+      runs.push_back({seqs[r], tokens.data() + r, pos[r], e - r, hidden.data() + (size_t)r * E});
+      r = e;
     }
+    drafter_->catch_up(runs);
   }
   // bookkeeping: move evaluated tokens to the cache
   for (int r = 0; r < n; r++) seqs_[seqs[r]].cache.push_back(tokens[r]);
@@ -286,7 +209,7 @@ void Context::prefill_step(std::vector<StepOutput>& outs, int& budget) {
     gstats_.t_prompt_ms += s.stats.t_prompt_ms;
     s.t_gen_start = clock_t_::now();
     const float* lg = logits.data() + k * V;
-    const int32_t id = sample_next(s, lg);
+    const int32_t id = s.sampler->sample(lg, (int)V, take_mask(s));
     s.sampler->accept(id);
     StepOutput out;
     out.seq = done_seq[k];
@@ -298,63 +221,60 @@ void Context::prefill_step(std::vector<StepOutput>& outs, int& budget) {
   }
 }
 
-std::vector<std::vector<int32_t>> Context::draft(const std::vector<int>& gen, const std::vector<int>& n_draft_max) {
-  const int64_t V = model_.n_vocab, E = model_.n_embd;
-  std::vector<std::vector<int32_t>> result(gen.size());
-  std::vector<int> live;  // indices into gen still drafting
-  std::vector<int32_t> tok, pos, seq;
-  std::vector<float> hin;
-  for (size_t g = 0; g < gen.size(); g++) {
-    if (n_draft_max[g] <= 0) continue;
-    Seq& s = seqs_[gen[g]];
-    live.push_back((int)g);
-    tok.push_back(s.last); pos.push_back(mem_->seq_pos(gen[g])); seq.push_back(gen[g]);
-    hin.insert(hin.end(), s.pending_h.begin(), s.pending_h.end());
+std::vector<std::vector<int32_t>> Context::draft(const std::vector<int>& gen) {
+  if (!drafter_) return std::vector<std::vector<int32_t>>(gen.size());
+  std::vector<MtpDrafter::Request> reqs;
+  for (int si : gen) {
+    const Seq& s = seqs_[si];
+    const int p0 = mem_->seq_pos(si);
+    // room as upstream computes it: the verification rows must fit the context, and no more
+    // tokens than n_predict still allows
+    int m = std::min(spec_.n_max, n_ctx_seq_ - p0 - 2);
+    if (s.params.n_predict >= 0) m = std::min(m, s.params.n_predict - s.stats.n_gen - 1);
+    if (s.constrained) m = 0;  // drafts are not checked against the grammar (yet): none
+    reqs.push_back({si, s.last, p0, std::max(0, m)});
   }
-  std::vector<float>& logits = draft_logits_buf_;
-  std::vector<float>& hidden = draft_hidden_buf_;
-  std::vector<int32_t> rows;
-  while (!live.empty()) {
-    const int n = (int)live.size();
-    logits.resize((size_t)n * V); hidden.resize((size_t)n * E);
-    rows.resize(n);
-    for (int i = 0; i < n; i++) rows[i] = i;
-    ForwardIn in;
-    in.n = n; in.tokens = tok.data(); in.pos = pos.data(); in.seq = seq.data(); in.embd_in = hin.data();
-    in.out_rows = rows.data(); in.n_out = n; in.logits = logits.data(); in.hidden = hidden.data();
-    model_.forward_mtp(tp_, *mtp_mem_, in);
-    std::vector<int> next_live;
-    std::vector<int32_t> ntok, npos, nseq;
-    std::vector<float> nh;
-    for (int i = 0; i < n; i++) {
-      const float* lg = logits.data() + (size_t)i * V;
-      // argmax, and its probability within the softmax of the top-10 logits (upstream's p_min rule)
-      const int32_t best = argmax(lg, V);
-      const int g = live[i];
-      if (spec_.p_min > 0) {
-        std::vector<float> top(lg, lg + V);
-        const int k = (int)std::min<int64_t>(10, V);
-        std::partial_sort(top.begin(), top.begin() + k, top.end(), std::greater<float>());
-        double sum = 0;
-        for (int j = 0; j < k; j++) sum += std::exp((double)top[j] - top[0]);
-        if ((float)(1.0 / sum) < spec_.p_min) continue;
-      }
-      result[g].push_back(best);
-      if ((int)result[g].size() >= n_draft_max[g]) continue;
-      next_live.push_back(g);
-      ntok.push_back(best); npos.push_back(pos[i] + 1); nseq.push_back(seq[i]);
-      nh.insert(nh.end(), hidden.begin() + (size_t)i * E, hidden.begin() + (size_t)(i + 1) * E);
-    }
-    live.swap(next_live); tok.swap(ntok); pos.swap(npos); seq.swap(nseq); hin.swap(nh);
-  }
-  // draft-phase MTP KV is discarded before verification; too-short drafts are dropped
-  for (size_t g = 0; g < gen.size(); g++) {
-    mtp_mem_->seq_rm(gen[g], mem_->seq_pos(gen[g]));
-    if ((int)result[g].size() < spec_.n_min) result[g].clear();
-  }
-  return result;
+  return drafter_->draft(reqs);
 }
 
+void Context::verify(const Batch& b) {
+  const int n = b.n();
+  std::vector<int32_t> rows(n);
+  for (int i = 0; i < n; i++) rows[i] = i;
+  logits_buf_.resize((size_t)n * model_.n_vocab);
+  hidden_buf_.resize(drafter_ ? (size_t)n * model_.n_embd : 0);
+  ForwardIn in = b.rows();
+  in.out_rows = rows.data(); in.n_out = n; in.logits = logits_buf_.data();
+  in.hidden = drafter_ ? hidden_buf_.data() : nullptr;
+  in.snapshot = spec_.enabled();  // a recurrent plane per row: any verified prefix can be kept
+  model_.forward(tp_, *mem_, in);
+  gstats_.n_decode_calls++;
+}
+
+void Context::count_drafts(Seq& s, int n_draft, int a) {
+  if (n_draft == 0) return;
+  s.stats.n_draft += n_draft; s.stats.n_draft_accepted += a; s.stats.n_verif_steps++;
+  gstats_.n_draft += n_draft; gstats_.n_draft_accepted += a; gstats_.n_drafts++;
+  if ((int)gstats_.n_accepted_per_pos.size() < spec_.n_max) gstats_.n_accepted_per_pos.resize(spec_.n_max, 0);
+  for (int i = 0; i < a; i++) { s.stats.n_accepted_per_pos[i]++; gstats_.n_accepted_per_pos[i]++; }
+}
+
+StepOutput Context::emit(int si, const std::vector<int32_t>& acc, const float* logits) {
+  Seq& s = seqs_[si];
+  // fed and kept: last and the accepted drafts (acc minus its final sample, the new last)
+  s.cache.push_back(s.last);
+  s.cache.insert(s.cache.end(), acc.begin(), acc.end() - 1);
+  s.last = acc.back();
+  StepOutput out;
+  out.seq = si;
+  for (size_t i = 0; i < acc.size(); i++) {
+    out.tokens.push_back(make_token(acc[i], logits + i * model_.n_vocab, s.params.n_probs));
+    if (finish_token(s, out, acc[i])) break;
+  }
+  return out;
+}
+
+// One decoding step of every generating sequence: draft, verify in one batch, accept, trim.
 void Context::generate_step(std::vector<StepOutput>& outs) {
   std::vector<int> gen;
   for (int si = 0; si < n_seq(); si++) {
@@ -364,90 +284,29 @@ void Context::generate_step(std::vector<StepOutput>& outs) {
   }
   if (gen.empty()) return;
   const int64_t V = model_.n_vocab, E = model_.n_embd;
-
-  std::vector<int> n_draft_max(gen.size(), 0);
+  const std::vector<std::vector<int32_t>> drafts = draft(gen);  // empty without speculation
+  // verification batch: [last, d1..dn] of every sequence, rows of gen[g] from row0[g]
+  batch_.clear();
+  std::vector<int> row0;
+  for (size_t g = 0; g < gen.size(); g++) {
+    row0.push_back(batch_.n());
+    batch_.add(seqs_[gen[g]].last, mem_->seq_pos(gen[g]), gen[g]);
+    for (int32_t t : drafts[g]) batch_.add(t, batch_.pos.back() + 1, gen[g]);
+  }
+  verify(batch_);
+  std::vector<MtpDrafter::Run> kept;
   for (size_t g = 0; g < gen.size(); g++) {
     Seq& s = seqs_[gen[g]];
-    if (!spec_.enabled() || s.constrained) continue;
-    int m = std::min(spec_.n_max, n_ctx_seq_ - mem_->seq_pos(gen[g]) - 2);
-    if (s.params.n_predict >= 0) m = std::min(m, s.params.n_predict - s.stats.n_gen - 1);
-    n_draft_max[g] = std::max(0, m);
+    const float* lg = logits_buf_.data() + (size_t)row0[g] * V;
+    const std::vector<int32_t> acc = sample_and_accept_n(*s.sampler, lg, V, drafts[g], model_, synth_probs_, s.synth_rng, take_mask(s));
+    const int a = (int)acc.size() - 1, p0 = batch_.pos[row0[g]];
+    count_drafts(s, (int)drafts[g].size(), a);
+    // trim: keep p0..p0+a (the recurrent state switches to that row's plane, nothing is recomputed)
+    mem_->seq_rm(gen[g], p0 + a + 1);
+    if (drafter_) kept.push_back({gen[g], &batch_.tokens[row0[g]], p0, a + 1, hidden_buf_.data() + (size_t)row0[g] * E});
+    outs.push_back(emit(gen[g], acc, lg));
   }
-  std::vector<std::vector<int32_t>> drafts(gen.size());
-  if (spec_.enabled()) drafts = draft(gen, n_draft_max);
-  // verification batch: [last, d1..dn] per sequence, logits for every row
-  std::vector<int32_t> tokens, pos, seqs, rows;
-  std::vector<int> row0(gen.size());
-  for (size_t g = 0; g < gen.size(); g++) {
-    Seq& s = seqs_[gen[g]];
-    const int p0 = mem_->seq_pos(gen[g]);
-    row0[g] = (int)tokens.size();
-    tokens.push_back(s.last); pos.push_back(p0); seqs.push_back(gen[g]);
-    for (size_t i = 0; i < drafts[g].size(); i++) { tokens.push_back(drafts[g][i]); pos.push_back(p0 + 1 + (int)i); seqs.push_back(gen[g]); }
-  }
-  const int n = (int)tokens.size();
-  rows.resize(n);
-  for (int i = 0; i < n; i++) rows[i] = i;
-  std::vector<float>& logits = logits_buf_;
-  std::vector<float>& hidden = hidden_buf_;
-  logits.resize((size_t)n * V);
-  hidden.resize(mtp_mem_ ? (size_t)n * E : 0);
-  ForwardIn in;
-  in.n = n; in.tokens = tokens.data(); in.pos = pos.data(); in.seq = seqs.data();
-  in.out_rows = rows.data(); in.n_out = n; in.logits = logits.data();
-  in.hidden = mtp_mem_ ? hidden.data() : nullptr;
-  in.snapshot = spec_.enabled();
-  model_.forward(tp_, *mem_, in);
-  gstats_.n_decode_calls++;
-  if (mtp_mem_) mtp_catch_up(n, tokens.data(), pos.data(), seqs.data(), hidden.data());
-
-  for (size_t g = 0; g < gen.size(); g++) {
-    const int si = gen[g];
-    Seq& s = seqs_[si];
-    const auto& d = drafts[g];
-    const int nd = (int)d.size();
-    const int p0 = pos[row0[g]];
-    // sample_and_accept_n: the target is sampled normally at each row; a draft survives while it
-    // equals the sampled token; stop after an end-of-generation token
-    std::vector<int32_t> acc;
-    const bool synth = !spec_.synth_probs.empty();
-    std::uniform_real_distribution<double> unif(0.0, 1.0);
-    for (int i = 0; i <= nd; i++) {
-      const float* lg = logits.data() + (size_t)(row0[g] + i) * V;
-      const int32_t id = i == 0 ? sample_next(s, lg) : s.sampler->sample(lg, (int)V);
-      if (synth && i < nd && unif(s.synth_rng) < spec_.synth_probs[i] && !model_.is_eog(d[i])) {
-        s.sampler->accept(d[i]);  // benchmark mode: the draft is kept whatever the target said
-        acc.push_back(d[i]);
-        continue;
-      }
-      s.sampler->accept(id);
-      acc.push_back(id);
-      if (synth || i == nd || d[i] != id || model_.is_eog(id)) break;
-    }
-    const int a = (int)acc.size() - 1;  // accepted drafts
-    if (nd > 0) {
-      s.stats.n_draft += nd; s.stats.n_draft_accepted += a; s.stats.n_verif_steps++;
-      gstats_.n_draft += nd; gstats_.n_draft_accepted += a; gstats_.n_drafts++;
-      if ((int)gstats_.n_accepted_per_pos.size() < spec_.n_max) gstats_.n_accepted_per_pos.resize(spec_.n_max, 0);
-      for (int i = 0; i < a; i++) { s.stats.n_accepted_per_pos[i]++; gstats_.n_accepted_per_pos[i]++; }
-    }
-    // keep positions p0..p0+a; both memories roll back to the accepted prefix
-    mem_->seq_rm(si, p0 + a + 1);
-    if (mtp_mem_) {
-      mtp_mem_->seq_rm(si, p0 + a + 1);
-      std::copy(hidden.begin() + (size_t)(row0[g] + a) * E, hidden.begin() + (size_t)(row0[g] + a + 1) * E, s.pending_h.begin());
-    }
-    s.cache.push_back(s.last);
-    for (int i = 0; i < a; i++) s.cache.push_back(d[i]);
-    s.last = acc.back();
-    StepOutput out;
-    out.seq = si;
-    for (int i = 0; i <= a; i++) {
-      out.tokens.push_back(make_token(acc[i], logits.data() + (size_t)(row0[g] + i) * V, s.params.n_probs));
-      if (finish_token(s, out, acc[i])) break;
-    }
-    outs.push_back(std::move(out));
-  }
+  if (drafter_) drafter_->catch_up(kept);  // the MTP memory follows the kept rows only
 }
 
 std::vector<StepOutput> Context::step() {
@@ -455,6 +314,7 @@ std::vector<StepOutput> Context::step() {
   int budget = n_batch_;
   prefill_step(outs, budget);
   generate_step(outs);
+  if (drafter_) gstats_.n_mtp_rows = drafter_->n_rows();
   // a sequence whose prompt ended in prefill_step also decodes in generate_step: it then has two
   // entries, in order (first token, then the next ones)
   return outs;
@@ -472,11 +332,14 @@ std::vector<float> Context::eval(int seq, const std::vector<int32_t>& tokens, bo
   for (int i = 0; i < n; i++) pos[i] = p0 + i;
   if (all_logits) for (int i = 0; i < n; i++) rows.push_back(i);
   else rows.push_back(n - 1);
-  std::vector<float> logits(rows.size() * V);
+  std::vector<float> logits(rows.size() * V), hidden(drafter_ ? (size_t)n * model_.n_embd : 0);
   ForwardIn in;
   in.n = n; in.tokens = tokens.data(); in.pos = pos.data(); in.seq = seqs.data();
   in.out_rows = rows.data(); in.n_out = (int)rows.size(); in.logits = logits.data();
+  in.hidden = drafter_ ? hidden.data() : nullptr;
   model_.forward(tp_, *mem_, in);
+  // the MTP memory keeps mirroring the target, so generation can continue after eval
+  if (drafter_) drafter_->catch_up({{seq, tokens.data(), p0, n, hidden.data()}});
   s.cache.insert(s.cache.end(), tokens.begin(), tokens.end());
   return logits;
 }

@@ -1,40 +1,23 @@
 // Context: n_seq sequences over one model. step() advances every active sequence in batched
 // forwards: prompt chunks, then all generating sequences together (plain decode, or MTP draft ->
-// one batched verification -> sample_and_accept_n -> rollback to the accepted prefix).
+// one batched verification -> sample_and_accept_n -> trim to the accepted prefix). The speculative
+// parts live in csrc/speculative; this file is the recipe and the per-sequence bookkeeping.
 #pragma once
 #include <chrono>
-#include <functional>
-#include <random>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "cpu/threadpool.h"
+#include "memory/batch.h"
 #include "memory/memory.h"
 #include "model/model.h"
+#include "sampling/token_sampler.h"
+#include "speculative/mtp_drafter.h"
+#include "speculative/spec_params.h"
 
 namespace pyllm {
-
-// What the engine needs from a sampler (adapters wrap the sampling module's chain).
-struct TokenSampler {
-  virtual ~TokenSampler() = default;
-  // full chain; allowed (optional, a grammar's bitmask: bit id%32 of word id/32) restricts the draw
-  virtual int32_t sample(const float* logits, int n_vocab, const uint32_t* allowed = nullptr) = 0;
-  virtual void accept(int32_t token) = 0;                         // penalties history
-};
-using SamplerFactory = std::function<std::unique_ptr<TokenSampler>(int n_vocab)>;
-std::unique_ptr<TokenSampler> make_greedy_sampler();
-
-struct SpecParams {
-  std::string type = "none";  // "none" | "draft-mtp"
-  int n_max = 3, n_min = 0;
-  float p_min = 0.0f;
-  // --spec-synth-len / --spec-synth-rates: benchmark-only synthetic acceptance
-  double synth_len = -1.0;            // < 0: unset
-  std::vector<double> synth_rates;
-  std::vector<double> synth_probs;    // resolved: conditional acceptance probability per position
-  bool enabled() const { return type == "draft-mtp" && n_max > 0; }
-};
 
 struct TokenProb { int32_t id; float p; };
 struct StepToken {
@@ -60,6 +43,7 @@ struct GlobalStats {
   int64_t n_prompt_tokens = 0, n_gen_tokens = 0, n_decode_calls = 0;
   int64_t n_draft = 0, n_draft_accepted = 0, n_drafts = 0;
   std::vector<int64_t> n_accepted_per_pos;
+  int64_t n_mtp_rows = 0;  // MTP rows evaluated (drafting + catch-up)
   double t_prompt_ms = 0, t_gen_ms = 0;
 };
 
@@ -98,7 +82,7 @@ class Context {
   std::vector<float> eval(int seq, const std::vector<int32_t>& tokens, bool all_logits);
   void seq_rm(int seq, int p0);
   int seq_pos(int seq) const { check_seq(seq); return mem_->seq_pos(seq); }
-  size_t memory_bytes() const { return mem_->bytes() + (mtp_mem_ ? mtp_mem_->bytes() : 0); }
+  size_t memory_bytes() const { return mem_->bytes() + (drafter_ ? drafter_->bytes() : 0); }
 
  private:
   struct Seq {
@@ -110,33 +94,36 @@ class Context {
     std::unique_ptr<TokenSampler> sampler;
     bool constrained = false, mask_ready = false;
     std::vector<uint32_t> allowed;  // the mask for the next token (constrained sequences)
-    std::vector<float> pending_h;   // [E] target hidden state of the position before `last` (MTP)
     SeqStats stats;
     std::chrono::steady_clock::time_point t_start, t_gen_start;
     std::mt19937 synth_rng;
   };
 
-  void resolve_synth();
   void check_seq(int seq) const;
   void prefill_step(std::vector<StepOutput>& outs, int& budget);
   void generate_step(std::vector<StepOutput>& outs);
-  // fills the MTP KV for rows just decoded by the target (h_tgt: their hidden states, [n][n_embd])
-  void mtp_catch_up(int n, const int32_t* tokens, const int32_t* pos, const int32_t* seqs, const float* h_tgt);
-  std::vector<std::vector<int32_t>> draft(const std::vector<int>& gen, const std::vector<int>& n_draft_max);
+  // target forward of every row of b, logits for every row into logits_buf_ (hidden_buf_ for MTP)
+  void verify(const Batch& b);
+  std::vector<std::vector<int32_t>> draft(const std::vector<int>& gen);
+  void count_drafts(Seq& s, int n_draft, int n_accepted);
+  // the fed rows join the cache; emits acc (with n_probs from logits [acc.size()][n_vocab]) up to a stop
+  StepOutput emit(int seq, const std::vector<int32_t>& acc, const float* logits);
   StepToken make_token(int32_t id, const float* logits, int n_probs) const;
   bool finish_token(Seq& s, StepOutput& out, int32_t id);
-  int32_t sample_next(Seq& s, const float* logits);  // the sequence's sampler, under its mask if any
+  const uint32_t* take_mask(Seq& s);  // the mask for this token (constrained) or null; one mask, one token
 
   const Model& model_;
   ThreadPool tp_;
   SpecParams spec_;
+  std::vector<double> synth_probs_;  // synthetic acceptance (benchmark only), empty when off
   int n_ctx_seq_, n_batch_, n_ubatch_;
-  std::unique_ptr<Memory> mem_, mtp_mem_;
+  std::unique_ptr<Memory> mem_;
+  std::unique_ptr<MtpDrafter> drafter_;  // draft-mtp only
   std::vector<Seq> seqs_;
   GlobalStats gstats_;
-  // per-step scratch, reused: logits [rows][n_vocab], target hidden states [rows][n_embd], and the
-  // drafter's own pair (drafting runs before the verification batch that uses the first pair)
-  std::vector<float> logits_buf_, hidden_buf_, draft_logits_buf_, draft_hidden_buf_;
+  // per-step scratch, reused: logits [rows][n_vocab] and target hidden states [rows][n_embd]
+  Batch batch_;
+  std::vector<float> logits_buf_, hidden_buf_;
 };
 
 }  // namespace pyllm

@@ -12,6 +12,7 @@
 #include "cpu/matmul.h"
 #include "cpu/threadpool.h"
 #include "gguf/gguf.h"
+#include "memory/batch.h"
 #include "memory/memory.h"
 
 namespace pyllm {
@@ -19,21 +20,6 @@ namespace pyllm {
 class Tokenizer;
 
 struct ModelError : std::runtime_error { using std::runtime_error::runtime_error; };
-
-// One forward call: n rows; rows of one sequence are contiguous with consecutive positions that
-// continue what the sequence holds.
-struct ForwardIn {
-  int n = 0;
-  const int32_t* tokens = nullptr;  // [n]
-  const int32_t* pos = nullptr;     // [n]
-  const int32_t* seq = nullptr;     // [n]
-  const int32_t* out_rows = nullptr;  // rows whose logits are wanted (ascending)
-  int n_out = 0;
-  float* logits = nullptr;          // [n_out][n_vocab]
-  float* hidden = nullptr;          // optional [n][n_embd]: the state after output_norm (MTP input)
-  bool snapshot = false;            // recurrent layers keep one plane per row (verification batch)
-  const float* embd_in = nullptr;   // MTP: [n][n_embd] hidden rows paired with tokens
-};
 
 struct LoadOptions {
   bool load_mtp = false;

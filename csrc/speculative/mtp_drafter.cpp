@@ -1,0 +1,130 @@
+#include "speculative/mtp_drafter.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+#include "sampling/token_sampler.h"
+
+namespace pyllm {
+
+MtpDrafter::MtpDrafter(const Model& model, ThreadPool& tp, int n_seq, int n_ctx_seq, const SpecParams& spec)
+    : model_(model), tp_(tp), spec_(spec) {
+  if (!model.file_has_mtp())
+    throw std::invalid_argument("--spec-type draft-mtp: the model '" + model.gguf().path() + "' has no MTP layers (nextn_predict_layers = 0 or no blk.N.nextn.* tensors)");
+  if (!model.has_mtp()) throw std::invalid_argument("--spec-type draft-mtp: the model was loaded without its MTP layer (load_mtp=False)");
+  mem_ = model.create_mtp_memory(n_seq, n_ctx_seq);
+  pending_h_.assign((size_t)n_seq * model.n_embd, 0.f);
+  kept_pos_.assign(n_seq, -1);
+  kept_tok_.assign(n_seq, -1);
+}
+
+void MtpDrafter::begin(int seq, int n_kept) {
+  mem_->seq_rm(seq, n_kept);
+  kept_pos_[seq] = -1;
+  if (n_kept == 0) std::fill_n(pending_h_.begin() + (size_t)seq * model_.n_embd, model_.n_embd, 0.f);
+}
+
+void MtpDrafter::rollback(int seq, int p0) {
+  mem_->seq_rm(seq, p0);
+  if (kept_pos_[seq] >= p0) kept_pos_[seq] = -1;
+}
+
+// The MTP memory must end where the next row goes: a gap would attend over positions never written.
+void MtpDrafter::check_length(int seq, int32_t pos, const char* what) const {
+  if (mem_->seq_pos(seq) != pos)
+    throw std::logic_error(std::string("MTP ") + what + " of sequence " + std::to_string(seq) + " at position " + std::to_string(pos) +
+                           ": the MTP memory holds " + std::to_string(mem_->seq_pos(seq)) + " positions");
+}
+
+std::vector<std::vector<int32_t>> MtpDrafter::draft(const std::vector<Request>& reqs) {
+  const int64_t V = model_.n_vocab, E = model_.n_embd;
+  std::vector<std::vector<int32_t>> result(reqs.size());
+  std::vector<int> live, next_live;  // indices into reqs still drafting, one row each
+  batch_.clear(); hin_.clear();
+  for (size_t r = 0; r < reqs.size(); r++) {
+    const Request& q = reqs[r];
+    if (q.n_max <= 0) continue;
+    check_length(q.seq, q.pos, "draft");
+    live.push_back((int)r);
+    batch_.add(q.last, q.pos, q.seq);
+    hin_.insert(hin_.end(), pending_h(q.seq), pending_h(q.seq) + E);
+  }
+  while (!live.empty()) {
+    const int n = (int)live.size();
+    logits_.resize((size_t)n * V); hidden_.resize((size_t)n * E);
+    rows_.resize(n);
+    for (int i = 0; i < n; i++) rows_[i] = i;
+    ForwardIn in = batch_.rows();
+    in.embd_in = hin_.data(); in.out_rows = rows_.data(); in.n_out = n; in.logits = logits_.data(); in.hidden = hidden_.data();
+    model_.forward_mtp(tp_, *mem_, in);
+    n_rows_ += n;
+    next_live.clear(); next_.clear(); next_h_.clear();
+    for (int i = 0; i < n; i++) {
+      const float* lg = logits_.data() + (size_t)i * V;
+      const Request& q = reqs[live[i]];
+      // argmax, and its probability within the softmax of the top-10 logits (upstream's p_min rule)
+      const int32_t best = argmax(lg, V);
+      if (spec_.p_min > 0) {
+        top_.assign(lg, lg + V);
+        const int k = (int)std::min<int64_t>(10, V);
+        std::partial_sort(top_.begin(), top_.begin() + k, top_.end(), std::greater<float>());
+        double sum = 0;
+        for (int j = 0; j < k; j++) sum += std::exp((double)top_[j] - top_[0]);
+        if ((float)(1.0 / sum) < spec_.p_min) continue;
+      }
+      auto& d = result[live[i]];
+      d.push_back(best);
+      if ((int)d.size() >= q.n_max) continue;
+      // the next depth pairs the drafted token with this row's own MTP output
+      next_live.push_back(live[i]);
+      next_.add(best, batch_.pos[i] + 1, q.seq);
+      next_h_.insert(next_h_.end(), hidden_.begin() + (size_t)i * E, hidden_.begin() + (size_t)(i + 1) * E);
+    }
+    live.swap(next_live); batch_.swap(next_); hin_.swap(next_h_);
+  }
+  for (size_t r = 0; r < reqs.size(); r++) {
+    const Request& q = reqs[r];
+    if (q.n_max <= 0) continue;
+    // keep the first row's KV (catch-up would compute the same); drop the rows paired with MTP h
+    mem_->seq_rm(q.seq, q.pos + 1);
+    kept_pos_[q.seq] = q.pos;
+    kept_tok_[q.seq] = q.last;
+    if ((int)result[r].size() < spec_.n_min) result[r].clear();
+  }
+  return result;
+}
+
+void MtpDrafter::catch_up(const std::vector<Run>& runs) {
+  const int64_t E = model_.n_embd;
+  batch_.clear(); hin_.clear();
+  for (const Run& r : runs) {
+    if (r.n <= 0) continue;
+    int i0 = 0;
+    if (kept_pos_[r.seq] >= 0) {
+      // the drafting row paired (kept_tok_, pending_h) at kept_pos_: if it is this run's first row,
+      // its KV is already the caught-up one
+      if (r.pos0 == kept_pos_[r.seq] && r.tokens[0] == kept_tok_[r.seq]) i0 = 1;
+      else mem_->seq_rm(r.seq, r.pos0);
+      kept_pos_[r.seq] = -1;
+    }
+    check_length(r.seq, r.pos0 + i0, "catch-up");
+    for (int i = i0; i < r.n; i++) {
+      batch_.add(r.tokens[i], r.pos0 + i, r.seq);
+      const float* h = i == 0 ? pending_h(r.seq) : r.h + (size_t)(i - 1) * E;  // row p pairs with h_{p-1}
+      hin_.insert(hin_.end(), h, h + E);
+    }
+  }
+  if (batch_.n() > 0) {
+    ForwardIn in = batch_.rows();  // no outputs: only the KV is wanted
+    in.embd_in = hin_.data();
+    model_.forward_mtp(tp_, *mem_, in);
+    n_rows_ += batch_.n();
+  }
+  for (const Run& r : runs)
+    if (r.n > 0) std::copy(r.h + (size_t)(r.n - 1) * E, r.h + (size_t)r.n * E, pending_h_.begin() + (size_t)r.seq * E);
+}
+
+}  // namespace pyllm

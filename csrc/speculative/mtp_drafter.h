@@ -1,0 +1,73 @@
+// The MTP drafter (--spec-type draft-mtp, llamacpp-mtp.md section 3). The model's nextn block turns
+// the pair (x_p, h_{p-1}) -- token at p, hidden state of p-1 -- into a guess for x_{p+1}; run
+// recursively on its own output it drafts several tokens. The drafter owns the block's KV memory and,
+// per sequence, pending_h: the target's hidden state of the position before the next row.
+//
+// Its memory mirrors the target's: positions < the target's length, all paired with the target's h
+// (catch-up). A step is then
+//   draft(): from (last, pending_h) at the target's length p0, one batched MTP forward per depth;
+//            the first row is exactly the row catch-up would compute next (same token, position and
+//            target h), so its KV stays; the deeper rows used the MTP's own h and are dropped;
+//   catch_up(): after the target verified and kept [last, d1..da], the MTP KV is filled for the kept
+//            rows it does not hold yet (p0+1..p0+a) and pending_h becomes h_{p0+a}.
+// Nothing is computed twice and rejected rows are never caught up, so rollback() only shortens.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "cpu/threadpool.h"
+#include "memory/batch.h"
+#include "memory/memory.h"
+#include "model/model.h"
+#include "speculative/spec_params.h"
+
+namespace pyllm {
+
+class MtpDrafter {
+ public:
+  // Throws std::invalid_argument when the model has no (loaded) MTP layer.
+  MtpDrafter(const Model& model, ThreadPool& tp, int n_seq, int n_ctx_seq, const SpecParams& spec);
+
+  // seq restarts holding the target's positions < n_kept (prompt-cache reuse). pending_h is zero at
+  // 0; otherwise it is kept: exact when the prompt extends what was evaluated, stale (as upstream)
+  // when it does not, which may cost acceptance but never changes the output.
+  void begin(int seq, int n_kept);
+  // The target dropped seq's positions >= p0.
+  void rollback(int seq, int p0);
+
+  // Draft up to n_max tokens after `last`, which the target will read at position pos (its length).
+  struct Request { int seq; int32_t last; int32_t pos; int n_max; };
+  // One draft per request (empty for n_max <= 0): greedy, stopped by p_min, dropped below n_min.
+  std::vector<std::vector<int32_t>> draft(const std::vector<Request>& reqs);
+
+  // Rows the target decoded and keeps: n rows of seq at pos0.., with their target hidden states h
+  // ([n][n_embd], after output_norm). At most one run per sequence and call.
+  struct Run { int seq; const int32_t* tokens; int32_t pos0; int n; const float* h; };
+  // Pairs each row with the hidden state before it and fills the MTP KV (rows already held from
+  // drafting are skipped); pending_h <- each run's last h.
+  void catch_up(const std::vector<Run>& runs);
+
+  size_t bytes() const { return mem_->bytes(); }
+  // MTP rows evaluated so far (drafting + catch-up): tests read it to check no row runs twice.
+  int64_t n_rows() const { return n_rows_; }
+
+ private:
+  const float* pending_h(int seq) const { return pending_h_.data() + (size_t)seq * model_.n_embd; }
+  void check_length(int seq, int32_t pos, const char* what) const;
+
+  const Model& model_;
+  ThreadPool& tp_;
+  SpecParams spec_;
+  std::unique_ptr<Memory> mem_;
+  std::vector<float> pending_h_;  // [n_seq][n_embd]
+  // per sequence: the drafting row whose KV is kept, (kept_tok_ at kept_pos_), or kept_pos_ -1
+  std::vector<int32_t> kept_pos_, kept_tok_;
+  int64_t n_rows_ = 0;
+  // scratch reused across steps
+  Batch batch_, next_;
+  std::vector<float> hin_, next_h_, logits_, hidden_, top_;
+  std::vector<int32_t> rows_;
+};
+
+}  // namespace pyllm
