@@ -2,8 +2,8 @@
 
 Every tensor's data offset is known before any data exists (make_tiny_gguf plans the layout), so tensors are
 independent jobs: `n_threads` workers each take the largest tensor left, draw its values chunk by chunk from
-its own random stream (numpy releases the GIL while drawing), quantize each chunk with pyllm's C++ reference
-quantizers (pyllm._core.quantize, GIL released) and os.pwrite it at its offset. Memory stays at a few chunks
+its own random stream (numpy releases the GIL while drawing), quantize each chunk with pyllm's C++ quantizers
+(pyllm._core.quantize_fast: the reference quantizers' bytes, GIL released) and os.pwrite it at its offset. Memory stays at a few chunks
 per worker whatever the file size; the bytes are the same as writing the tensors one after another.
 
 Without pyllm._core (a checkout that is not built) the non-K types fall back to gguf-py's numpy quantizers,
@@ -29,11 +29,13 @@ GGUFPY_QUANTS = {QT.Q8_0, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.BF16}
 
 
 def core_quantize():
+    """pyllm._core's quantizer: quantize_fast (the reference's bytes, Q4_K/Q5_K several times faster) when the
+    build has it, else quantize (the reference); None without a built pyllm."""
     try:
         from pyllm import _core
     except Exception:
         return None
-    return getattr(_core, "quantize", None)
+    return getattr(_core, "quantize_fast", None) or getattr(_core, "quantize", None)
 
 
 def encode(data: np.ndarray, t: QT, backend: str = "core") -> np.ndarray:
