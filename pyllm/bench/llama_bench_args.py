@@ -73,7 +73,8 @@ pyllm additions:
                                         pyllm/llama.cpp beside each row
   --bw                                  measure the machine's read bandwidth (multithreaded read of a buffer
                                         much larger than the last-level cache) for each -t, and show decode
-                                        GB/s as a share of it
+                                        GB/s as a share of it (json/csv also get t_excess_us: the time per
+                                        token that reading the weights at that bandwidth does not explain)
 
 Columns beyond llama-bench's: the weight bytes one token reads (decode: every weight tensor but token_embd,
 unless it is also the output matrix, and the MTP layer; MoE: only n_expert_used of n_expert experts;
