@@ -30,9 +30,10 @@ Layout rules (checked against the shipped files in shared/models by tests/test_m
   (q3_k -> MOSTLY_Q3_K_S, q4_k -> MOSTLY_Q4_K_S, q5_k -> MOSTLY_Q5_K_S) since no tensor is bumped up as in ``_M``.
 * ``--mix ud-q4_k_xl`` (ud-q5_k_xl, ud-q6_k_xl, ud-q8_k_xl) instead of ``--type``: Unsloth-like per-tensor types,
   rules in tools/tiny_gguf_mixes.py.
-* Quantization is pyllm's C++ reference quantizers (``pyllm._core.quantize``); tensors are written in parallel
-  (``-j``, default: all CPUs) straight to their offsets (tools/tiny_gguf_write.py). Without a built pyllm, the
-  non-K types use gguf-py's quantizers, which give the same bytes; K-quants need pyllm.
+* Quantization is pyllm's C++ quantizers (``pyllm._core.quantize_fast``: the reference quantizers' bytes, Q4_K/Q5_K
+  faster); tensors are written in parallel (``-j``, default: all CPUs) straight to their offsets
+  (tools/tiny_gguf_write.py). Without a built pyllm, the non-K types use gguf-py's quantizers, which give the same
+  bytes; K-quants and --mix need pyllm.
 
 Weights (seeded per tensor name, so the output is identical for a given seed and set of options, whatever the
 chunking): as shared/models/README.md's qwen35moe recipe.  ``token_embd`` N(0,1); input projections
@@ -361,10 +362,6 @@ def _init_chunk(cfg: Config, s: TSpec, rng: np.random.Generator, r0: int, nr: in
 _core_quantize = tgw.core_quantize
 # "core": pyllm's C++ quantizers; "gguf": gguf-py's where it has them (the reference, same bytes; for tests)
 QUANT_BACKEND = "core"
-
-
-def _encode(data: np.ndarray, t: QT) -> np.ndarray:
-    return tgw.encode(data, t, QUANT_BACKEND)
 
 
 # --------------------------------------------------------------------------------------------------------------
