@@ -11,13 +11,14 @@ end of the stream (an incomplete character becomes U+FFFD).
     text = detok.flush()
 
 Pieces are concatenated as llama-server streams them (token_to_piece per token, no
-clean-up-tokenization-spaces pass).
+clean-up-tokenization-spaces pass). ``TextStream`` adds stop strings on top: the text a generation may
+deliver so far, a partial stop string held back, the text cut where a stop string starts.
 """
 from __future__ import annotations
 
 from typing import Iterable, Union
 
-__all__ = ["IncrementalDetokenizer", "complete_utf8_prefix_len"]
+__all__ = ["IncrementalDetokenizer", "TextStream", "complete_utf8_prefix_len", "partial_stop_len"]
 
 
 def _seq_len(lead: int) -> int:
@@ -113,3 +114,68 @@ class IncrementalDetokenizer:
         del self._pending[:k]
         self._text_parts.append(out)
         return out
+
+
+def partial_stop_len(text: str, stop: str) -> int:
+    """Length of the longest suffix of text that is a proper prefix of stop."""
+    for n in range(min(len(stop) - 1, len(text)), 0, -1):
+        if text.endswith(stop[:n]):
+            return n
+    return 0
+
+
+class TextStream:
+    """One generation's text: tokens in, deliverable text out, stop strings applied (llama-server's rules).
+
+    ``push(tok)`` decodes a generated token (end-of-generation tokens add no text unless ``special``) and returns
+    True when the text now contains a stop string: ``text`` is then cut where it starts and ``stopping_word``
+    names it. ``take(final)`` returns the text not delivered yet; before the end it holds back a tail that could
+    still become a stop string. ``close()`` flushes an incomplete character at the end of the stream.
+    """
+
+    def __init__(self, tokenizer, stop=(), special: bool = False):
+        self._tok = tokenizer
+        self._special = special
+        self._detok = IncrementalDetokenizer(tokenizer, special)
+        self.stop = [s for s in stop if s]
+        self._max_stop = max((len(s) for s in self.stop), default=0)
+        self.text = ""
+        self.n_sent = 0              # chars of text already delivered
+        self.stopping_word = ""
+
+    def push(self, tok: int) -> bool:
+        """Add one generated token; True when a stop string is complete (the text is cut before it)."""
+        piece = b"" if (not self._special and self._tok.is_eog(tok)) else self._tok.token_to_piece(tok, self._special)
+        s = self._detok.feed_bytes(piece)
+        self.text += s
+        return bool(self.stop) and self._find_stop(len(s) + len(piece))
+
+    def close(self) -> None:
+        """End of the stream (not at a stop string): an incomplete character becomes U+FFFD."""
+        self.text += self._detok.flush()
+
+    def take(self, final: bool) -> str:
+        """The text that can be delivered now; before the end a partial stop string at the tail is held back."""
+        end = len(self.text)
+        if not final and self.stop:
+            hold = max(partial_stop_len(self.text, s) for s in self.stop)
+            end = max(self.n_sent, end - hold)
+        chunk = self.text[self.n_sent:end]
+        self.n_sent = max(self.n_sent, end)
+        return chunk
+
+    def _find_stop(self, tail: int) -> bool:
+        text = self.text
+        start = max(0, len(text) - self._max_stop - tail)
+        best = None
+        for s in self.stop:
+            pos = text.find(s, start)
+            if pos >= 0 and (best is None or pos < best[0]):
+                best = (pos, s)
+        if best is None:
+            return False
+        pos, s = best
+        self.text = text[:pos]
+        self.n_sent = min(self.n_sent, pos)
+        self.stopping_word = s
+        return True

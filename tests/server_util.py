@@ -2,7 +2,7 @@
 
 By default the server runs the REAL core on the shipped default model (models/*.gguf, picked by the server itself
 when no -m is given); PYLLM_TEST_MODEL=/path/model.gguf overrides it. Server(..., fake=True) runs the fake core
-(tests/fake_core.py) for the few tests that need deterministic fake behaviour."""
+(tests/fake_core.py, through tests/fake_server.py) for the few tests that need deterministic fake behaviour."""
 import os
 import socket
 import subprocess
@@ -41,12 +41,12 @@ class Server:
         self.url = f"http://127.0.0.1:{self.port}"
         model = os.environ.get("PYLLM_TEST_MODEL")
         e = dict(os.environ)
-        e.pop("PYLLM_FAKE_CORE", None)
+        entry = ["-m", "pyllm.server"]
         if fake:
-            e["PYLLM_FAKE_CORE"] = "1"
+            entry = [str(ROOT / "tests" / "fake_server.py")]
             model = fake_model_path()
         e.update(env or {})
-        argv = [sys.executable, "-m", "pyllm.server", "--host", "127.0.0.1", "--port", str(self.port)]
+        argv = [sys.executable, *entry, "--host", "127.0.0.1", "--port", str(self.port)]
         if "-m" not in args and model:  # no -m: the server serves the shipped default model
             argv += ["-m", model]
         argv += [str(a) for a in args]

@@ -414,3 +414,14 @@ def test_real_inprocess_sweep(tmp_path, capsys):
     assert ss[0]["runs"][0]["n_prompt"] > 20
     assert "| code | 0 (base) |" in cap.out and "3/3" in cap.err
     assert png.stat().st_size > 10000
+
+
+def test_plot_without_matplotlib_names_the_extra(fake_http, tmp_path, capsys, monkeypatch):
+    """--plot when matplotlib is not installed: one line naming pyllm[plot], before any measurement."""
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    png = tmp_path / "p.png"
+    assert main(["--server", fake_http, "--spec-draft-n-max", "3", "-n", "4", "--tasks", "code",
+                 "--plot", str(png)]) == 1
+    cap = capsys.readouterr()
+    assert cap.err.strip() == 'error: --plot needs matplotlib, which is not installed: pip install "pyllm[plot]"'
+    assert cap.out == "" and not png.exists()

@@ -15,8 +15,7 @@ ACCEPT = re.compile(r"draft acceptance = \d\.\d{5} \( *\d+ accepted / *\d+ gener
 
 
 def pyllm(*args, timeout=120):
-    env = {k: v for k, v in __import__("os").environ.items() if k != "PYLLM_FAKE_CORE"}
-    return subprocess.run([sys.executable, "-m", "pyllm.cli.main", *map(str, args)], cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "pyllm.cli.main", *map(str, args)], cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout)
 
 

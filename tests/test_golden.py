@@ -22,6 +22,15 @@ LOGPROB_TOL = {
     "qwen35-Q4_K_M": ISSUE_TOL,
     "moe-Q8_0": ISSUE_TOL,
     "moe-fused-Q4_K_M": ISSUE_TOL,
+    "qwen35-IQ1_S": 0.12,  # Q2_K gemm vs gemv, see Q2K_GEMM below
+    "qwen35-IQ1_M": ISSUE_TOL,
+    "qwen35-IQ2_XXS": 0.12,  # Q2_K gemm vs gemv, see Q2K_GEMM below
+    "qwen35-IQ2_XS": 0.12,  # Q2_K gemm vs gemv, see Q2K_GEMM below
+    "qwen35-IQ2_M": ISSUE_TOL,
+    "qwen35-IQ3_XXS": ISSUE_TOL,
+    "qwen35-IQ3_M": ISSUE_TOL,
+    "qwen35-Q2_K": ISSUE_TOL,
+    "moe-MXFP4_MOE": ISSUE_TOL,
     "smollm2": ISSUE_TOL,
     # Measured 0.86 at 5ae49b0 (0.52 before). Not a kernel bug: we are bit-exact with upstream's CPU path (default
     # repack, FA on) when it evaluates the prompt as one batch. llama-server does not: for SWA (and recurrent) models
@@ -32,6 +41,12 @@ LOGPROB_TOL = {
     # greedy identical on all prompts, max |d| 0.0005 (the server's float softmax).
     "gemma3": 0.9,
 }
+# Q2K_GEMM: the low-bit qwen35 files with Q2_K tensors (IQ1_S/IQ1_M/IQ2_XXS/IQ2_XS: 10 each; Q2_K) measured 0.02-0.10.
+# Same cause as gemma3's: llama.cpp's AVX-512 build repacks Q2_K (block_q2_Kx8) and its gemm (prompt rows in complete
+# groups of 4) does one fma per 128 elements where its gemv (and we, for every row) does one per 256; llama-server's
+# prompt split for the recurrent model puts the last 4 prompt tokens in such a group. With
+# PYLLM_Q4K_GEMM_EMU=1 tools/server_split_check.py (which emulates both) all 5 files match to <= 8e-5 and greedy
+# output is identical on every prompt.
 
 # (model, prompt index) whose greedy output diverges from upstream at a step that is not a near-tie upstream.
 # Strict xfail, so a fix makes them XPASS and fail until the entry is removed.
@@ -41,6 +56,8 @@ GREEDY_XFAIL = {
     ("qwen35-Q4_K_M", 0): "step 4: upstream gap 0.026; ours picks 258 over 220 (first step off by 0.03: upstream's "
                           "Q4_K gemm vs gemv rounding on the prompt rows)",
     ("gemma3", 2): "step 30: ours picks the runner-up (server prompt split + Q4_K gemm rounding, see LOGPROB_TOL)",
+    ("qwen35-IQ1_S", 2): "step 12: upstream gap 0.024; ours picks 891 over 687 (server prompt split + upstream's "
+                         "repacked-Q2_K gemm rounding, see Q2K_GEMM)",
 }
 
 CASES = []

@@ -220,7 +220,8 @@ def test_cli_runs(tmp_path):
 # ---------------------------------------------------------------------------------------------------------------
 # C++ quantizers, parallel writer, --mix
 
-CORE_VS_GGUFPY = [mtg.QT.F16, mtg.QT.BF16, mtg.QT.Q8_0, mtg.QT.Q4_0, mtg.QT.Q4_1, mtg.QT.Q5_0, mtg.QT.Q5_1]
+CORE_VS_GGUFPY = [mtg.QT.F16, mtg.QT.BF16, mtg.QT.Q8_0, mtg.QT.Q4_0, mtg.QT.Q4_1, mtg.QT.Q5_0, mtg.QT.Q5_1,
+                  mtg.QT.MXFP4]
 
 
 @pytest.mark.parametrize("qt", CORE_VS_GGUFPY, ids=lambda t: t.name)
@@ -312,6 +313,65 @@ def test_mix_bad_usage(tmp_path, capsys):
         mtg.main([str(tmp_path / "x.gguf"), "--mix", "ud-q4_k_xl", "--type", "q8_0"])
     assert "exclusive" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        mtg.main([str(tmp_path / "x.gguf"), "--mix", "ud-q3_k_xl"])
+        mtg.main([str(tmp_path / "x.gguf"), "--mix", "ud-q9_k_xl"])
     with pytest.raises(SystemExit):
         mtg.main([str(tmp_path / "x.gguf"), "-j", "0"])
+
+# ---------------------------------------------------------------- low-bit types and UD mixes (issue 15)
+
+SMALL = ["--n-layer", "2", "--full-attn-interval", "2", "--n-ff", "256", "--vocab", "512"]
+
+
+# every type's quantizer is checked in test_quants; here the file path for a few (IQ1 files take ~20 s)
+@pytest.mark.parametrize("t", ["iq2_xxs", "iq3_s", "mxfp4"])
+def test_lowbit_type_path(tmp_path, t):
+    if mtg._core_quantize() is None:
+        pytest.skip("needs pyllm._core.quantize")
+    out = make(tmp_path, "--arch", "qwen35", *SMALL, "--type", t)
+    f = pyllm.GGUFFile(str(out))
+    assert f.get("general.file_type") == int(mtg.LOWBIT_FILE_TYPES[t])
+    assert {ty for _, _, ty in tensors(out)} == {t, "f32"}
+    r = gguf.GGUFReader(str(out))
+    for ten in r.tensors:  # gguf-py decodes what our quantizers wrote
+        assert np.isfinite(gguf.quants.dequantize(ten.data, ten.tensor_type)).all(), ten.name
+    m = pyllm._core.Model(str(out))
+    ctx = pyllm._core.Context(m, 64, 1, n_threads=1)
+    assert np.isfinite(ctx.eval(0, [1, 2, 3], False)[-1]).all()
+
+
+def test_lowbit_mix_plans():
+    """--mix follows the doc's observed UD rows (shared/docs/quants-and-models.md 1.2)."""
+    types = {s.name: s.ggml_type.name for s in mtg._tensor_plan(mtg.Config(mix="ud-iq2_xxs"))}
+    assert types["blk.0.attn_qkv.weight"] == "IQ2_XXS"
+    assert types["blk.0.ffn_gate.weight"] == types["blk.0.ffn_up.weight"] == "IQ2_XXS"
+    assert types["blk.0.attn_gate.weight"] == "IQ3_XXS"
+    assert types["blk.0.ffn_down.weight"] == "IQ3_S"
+    assert types["blk.0.ssm_out.weight"] == "Q4_K"
+    assert types["blk.0.ssm_alpha.weight"] == types["blk.0.ssm_beta.weight"] == "Q8_0"
+    assert types["blk.4.nextn.eh_proj.weight"] == "Q8_0"
+    assert types["blk.0.ssm_a"] == types["blk.0.attn_norm.weight"] == types["blk.0.ssm_conv1d.weight"] == "F32"
+    moe = {s.name: s.ggml_type.name for s in mtg._tensor_plan(mtg.Config(arch="qwen35moe", mix="ud-iq2_m"))}
+    assert moe["blk.0.ffn_gate_exps.weight"] == moe["blk.0.ffn_up_exps.weight"] == "Q2_K"
+    assert moe["blk.0.ffn_down_exps.weight"] == "Q3_K"
+    assert moe["blk.0.ffn_down_shexp.weight"] == "Q5_K"
+    assert moe["blk.0.ffn_gate_inp.weight"] == "F32"
+    for mix in mtg.LOWBIT_MIXES:  # every mix plans every tensor, with the block-size fallback
+        for s in mtg._tensor_plan(mtg.Config(n_embd=96, mix=mix)):
+            assert s.ne[0] % gguf.GGML_QUANT_SIZES[s.ggml_type][0] == 0, (mix, s.name, s.ggml_type)
+    assert mtg._pick_type(mtg.QT.IQ2_XXS, 96) == mtg.QT.IQ4_NL  # llama-quantize's fallback
+    with pytest.raises(ValueError, match="unknown mix"):
+        mtg.write_gguf(mtg.Config(mix="ud-q9"), "/nonexistent/x.gguf")
+
+
+def test_lowbit_mix_writes_and_runs(tmp_path):
+    if mtg._core_quantize() is None:
+        pytest.skip("needs pyllm._core.quantize")
+    out = make(tmp_path, "--arch", "qwen35moe", *SMALL, "--mix", "ud-iq2_m")
+    f = pyllm.GGUFFile(str(out))
+    assert f.get("general.file_type") == int(mtg.FT.MOSTLY_IQ2_S)
+    got = {n: t for n, _, t in tensors(out)}
+    assert got["blk.0.ffn_gate_exps.weight"] == "q2_K" and got["blk.0.ffn_down_exps.weight"] == "q3_K"
+    assert got["blk.2.nextn.eh_proj.weight"] == "q8_0"
+    m = pyllm._core.Model(str(out))
+    ctx = pyllm._core.Context(m, 64, 1, n_threads=1)
+    assert np.isfinite(ctx.eval(0, [1, 2, 3], False)[-1]).all()

@@ -291,6 +291,28 @@ def test_three_sequences_sampled_together(trained, prompts):
 
 
 # --------------------------------------------------------------------------------------------------------------
+# llama-quantize's low-bit files (IQ1-IQ3, Q2_K, MXFP4 experts): draft-mtp never changes the greedy output
+
+LOWBIT = ["qwen35-IQ1_S", "qwen35-IQ1_M", "qwen35-IQ2_XXS", "qwen35-IQ2_XS", "qwen35-IQ2_M", "qwen35-IQ3_XXS",
+          "qwen35-IQ3_M", "qwen35-Q2_K", "moe-MXFP4_MOE"]
+
+
+@pytest.mark.parametrize("key", LOWBIT)
+def test_greedy_spec_equals_plain_lowbit(key):
+    from helpers_core import MODELS
+    m = get_model(key, load_mtp=True)
+    accepted = 0
+    for i, comp in enumerate(load_fixture(MODELS[key][1])["complete"]):
+        ids = m.tokenize(comp["prompt"], True, True)
+        plain = generate(m, ids, greedy_params(32))
+        for n_max in (1, 3, 7):
+            r = spec(m, ids, greedy_params(32), n_max)
+            assert r["tokens"] == plain["tokens"], f"{key} prompt {i}, n_max {n_max}"
+            check_stats(r, 32, n_max)
+            accepted += r["stats"]["n_draft_accepted"]
+    assert accepted > 0  # the verify + rollback path ran with accepted drafts too
+
+
 # make_tiny_gguf random qwen35 / qwen35moe files
 
 TINY_PROMPTS = [[220, 4807, 4811, 376, 197, 83, 2135, 198, 1429, 1397], [6125, 368, 11, 5967, 1378]]

@@ -14,7 +14,10 @@ HALF_FIELDS = {
     QT.Q4_0: [0], QT.Q4_1: [0, 2], QT.Q5_0: [0], QT.Q5_1: [0, 2], QT.Q8_0: [0],
     QT.Q2_K: [80, 82], QT.Q3_K: [108], QT.Q4_K: [0, 2], QT.Q5_K: [0, 2], QT.Q6_K: [208],
     QT.IQ4_NL: [0], QT.IQ4_XS: [0],
+    QT.IQ2_XXS: [0], QT.IQ2_XS: [0], QT.IQ2_S: [0], QT.IQ3_XXS: [0], QT.IQ3_S: [0], QT.IQ1_S: [0],
+    QT.IQ1_M: [], QT.MXFP4: [],  # fixed up in random_row: IQ1_M's d is spread over nibbles, MXFP4 has an exponent
 }
+LOWBIT = [QT.Q2_K, QT.Q3_K, QT.IQ1_S, QT.IQ1_M, QT.IQ2_XXS, QT.IQ2_XS, QT.IQ2_S, QT.IQ3_XXS, QT.IQ3_S, QT.MXFP4]
 FLOAT_TYPES = [QT.F32, QT.F16, QT.BF16]
 WEIGHT_TYPES = FLOAT_TYPES + list(HALF_FIELDS)
 ALL_DEQUANT = WEIGHT_TYPES
@@ -40,6 +43,14 @@ def random_row(t, n, rng):
     for off in HALF_FIELDS[t]:
         h = (rng.standard_normal(nb) * 0.05).astype(np.float16)
         blocks[:, off:off + 2] = h.view(np.uint8).reshape(nb, 2)
+    if t == QT.IQ1_M:  # the fp16 d lives in the top nibble of each of the 4 scale words (bytes 48..55)
+        h = (rng.standard_normal(nb) * 0.05).astype(np.float16).view(np.uint16)
+        sc = blocks[:, 48:56].copy().view(np.uint16)
+        for k in range(4):
+            sc[:, k] = (sc[:, k] & 0x0FFF) | (((h >> (4 * k)) & 0xF) << 12)
+        blocks[:, 48:56] = sc.view(np.uint8)
+    if t == QT.MXFP4:  # E8M0 exponents around 2^0 (the full range overflows float products)
+        blocks[:, 0] = rng.integers(110, 135, size=nb)
     return blocks.reshape(-1)
 
 
@@ -75,6 +86,8 @@ VEC_DOT_TYPE = {
     QT.Q4_1: QT.Q8_1, QT.Q5_1: QT.Q8_1,
     QT.Q2_K: QT.Q8_K, QT.Q3_K: QT.Q8_K, QT.Q4_K: QT.Q8_K, QT.Q5_K: QT.Q8_K, QT.Q6_K: QT.Q8_K,
     QT.IQ4_XS: QT.Q8_K,
+    QT.IQ2_XXS: QT.Q8_K, QT.IQ2_XS: QT.Q8_K, QT.IQ2_S: QT.Q8_K, QT.IQ3_XXS: QT.Q8_K, QT.IQ3_S: QT.Q8_K,
+    QT.IQ1_S: QT.Q8_K, QT.IQ1_M: QT.Q8_K, QT.MXFP4: QT.Q8_0,  # ggml-cpu's vec_dot_type table
 }
 
 
@@ -86,14 +99,14 @@ def test_traits_table():
     for t in (QT.Q8_1, QT.Q8_K):
         tr = c.type_traits(int(t))
         assert tr["has_from_float"] and not tr["compute"]
-    assert c.type_traits(int(QT.IQ2_XXS))["compute"] is False
+    assert c.type_traits(int(QT.TQ1_0))["compute"] is False
     with pytest.raises(ValueError):
         c.type_traits(4)  # removed Q4_2
 
 
 # ---------------------------------------------------------------- quantizers
 
-GGUF_PY_QUANTIZABLE = [QT.Q8_0, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.BF16]
+GGUF_PY_QUANTIZABLE = [QT.Q8_0, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.BF16, QT.MXFP4]
 
 
 def quant_inputs(rng, n):
@@ -123,7 +136,11 @@ RT_BOUND = {
     QT.Q8_0: 0.006, QT.Q4_0: 0.12, QT.Q4_1: 0.11, QT.Q5_0: 0.06, QT.Q5_1: 0.055,
     QT.Q2_K: 0.40, QT.Q3_K: 0.21, QT.Q4_K: 0.10, QT.Q5_K: 0.05, QT.Q6_K: 0.025,
     QT.IQ4_NL: 0.11, QT.IQ4_XS: 0.11, QT.Q8_1: 0.006, QT.Q8_K: 0.009,
+    # our own lattice quantizers (quants_iq_quantize.cpp): measured values are ~0.8 of these
+    QT.IQ1_S: 0.60, QT.IQ1_M: 0.55, QT.IQ2_XXS: 0.42, QT.IQ2_XS: 0.37, QT.IQ2_S: 0.31, QT.IQ3_XXS: 0.23,
+    QT.IQ3_S: 0.17, QT.MXFP4: 0.14,
 }
+NO_ZERO_LEVEL = {QT.IQ1_S, QT.IQ1_M, QT.IQ2_XXS, QT.IQ2_XS, QT.IQ2_S, QT.IQ3_XXS, QT.IQ3_S}  # lattices without 0
 
 
 @pytest.mark.parametrize("t", list(RT_BOUND), ids=lambda t: t.name)
@@ -142,7 +159,10 @@ def test_quantize_round_trip(t):
     xc = quant_inputs(rng, n)
     yc = c.dequantize(int(t), c.quantize(int(t), xc), n)
     assert np.all(np.isfinite(yc))
-    assert np.all(yc[:32] == 0)  # an all-zero block inside a non-zero row
+    if t not in NO_ZERO_LEVEL:
+        assert np.all(yc[:32] == 0)  # an all-zero block inside a non-zero row
+    else:  # the smallest level of the sub-block, far below the row's scale
+        assert np.max(np.abs(yc[:32])) <= 0.05 * np.max(np.abs(xc))
 
 
 def test_q8_K_layout():
@@ -222,27 +242,65 @@ def test_vec_dot_quantized_weights(t):
         assert abs(c.vec_dot(int(t), w, x) - ref) <= 2e-5 * mag + 1e-6, (t.name, lv)
 
 
-VEC_DOT_4_REQUIRED = [QT.Q8_0, QT.Q4_K, QT.Q6_K, QT.Q4_1, QT.Q5_0]
+VEC_DOT_K_REQUIRED = [QT.Q8_0, QT.Q4_K, QT.Q6_K, QT.Q4_1, QT.Q5_0] + LOWBIT
 
 
 @pytest.mark.parametrize("level", LEVELS)
-def test_vec_dot_4_bit_identical(level):
+def test_vec_dot_k_bit_identical(level):
+    """k = 1..8 activation rows through one weight-row decode give each row's single-row bits."""
     c.set_simd_level(level)
     rng = np.random.default_rng(5)
-    have = [t for t in VEC_DOT_TYPE if c.type_traits(int(t))["has_vec_dot_4"]]
+    have = [t for t in VEC_DOT_TYPE if c.type_traits(int(t))["has_vec_dot_k"]]
     if level == "avx512":
-        assert set(VEC_DOT_4_REQUIRED) <= set(have)
+        assert set(VEC_DOT_K_REQUIRED) <= set(have)
     for t in have:
         for n in (256, 256 * 7):
             w = random_row(t, n, rng)
-            x4 = rng.standard_normal((4, n)).astype(np.float32)
-            x4[2] *= 1e-3
-            got = c.vec_dot_4(int(t), w, x4)
-            one = np.array([c.vec_dot(int(t), w, x4[r]) for r in range(4)], np.float32)
-            assert np.array_equal(bits(got), bits(one)), f"{t.name}@{level} n={n}: {got} vs {one}"
+            x8 = rng.standard_normal((8, n)).astype(np.float32)
+            x8[2] *= 1e-3
+            one = np.array([c.vec_dot(int(t), w, x8[r]) for r in range(8)], np.float32)
+            for k in range(1, 9):
+                got = c.vec_dot_k(int(t), w, x8[:k])
+                assert np.array_equal(bits(got), bits(one[:k])), f"{t.name}@{level} n={n} k={k}: {got} vs {one[:k]}"
+            if c.type_traits(int(t))["has_vec_dot_rp_k"]:  # the repacked-weight arithmetic (Q4_K)
+                one_rp = np.concatenate([c.vec_dot_k(int(t), w, x8[r:r + 1], True) for r in range(8)])
+                ref, mag = float_reference(t, w, x8[0])
+                assert abs(one_rp[0] - ref) <= 2e-5 * mag + 1e-6
+                for k in range(1, 9):
+                    got = c.vec_dot_k(int(t), w, x8[:k], True)
+                    assert np.array_equal(bits(got), bits(one_rp[:k])), f"{t.name}@{level} rp n={n} k={k}"
+        with pytest.raises(ValueError):
+            c.vec_dot_k(int(t), random_row(t, 256, rng), np.zeros((9, 256), np.float32))
     if not have:
         with pytest.raises(ValueError):
-            c.vec_dot_4(int(QT.Q8_0), random_row(QT.Q8_0, 256, rng), np.zeros((4, 256), np.float32))
+            c.vec_dot_k(int(QT.Q8_0), random_row(QT.Q8_0, 256, rng), np.zeros((4, 256), np.float32))
+
+
+@pytest.mark.skipif(not {"avx2", "avx512"} <= set(LEVELS), reason="needs both x86 levels")
+def test_simd_levels_bit_identical_on_quantized_kernels():
+    """AVX2 (maddubs+madd) and AVX-512 (VNNI, 512-bit integer lanes) give the same integers and the
+    same float order, so every quantized kernel agrees bit for bit between the two levels, for
+    every k and for the repacked-Q4_K arithmetic too."""
+    rng = np.random.default_rng(11)
+    for t in VEC_DOT_TYPE:
+        if t in (QT.F32, QT.F16, QT.BF16):
+            continue
+        blck = c.type_traits(int(t))["blck_size"]
+        for n in (256, 256 * 5) + ((96,) if blck == 32 else ()):  # 96: an odd count of 32-blocks
+            w = random_row(t, n, rng)
+            x = rng.standard_normal((8, n)).astype(np.float32)
+            for repacked in (False, True):
+                res = {}
+                for lv in ("avx2", "avx512"):
+                    c.set_simd_level(lv)
+                    tr = c.type_traits(int(t))
+                    if not tr["has_vec_dot_rp_k" if repacked else "has_vec_dot_k"]:
+                        continue
+                    res[lv] = [bits(c.vec_dot_k(int(t), w, x[:k], repacked)) for k in (1, 3, 8)]
+                if len(res) == 2:
+                    for a, b in zip(res["avx2"], res["avx512"]):
+                        assert np.array_equal(a, b), f"{t.name} n={n} repacked={repacked}"
+    c.set_simd_level("auto")
 
 
 # ---------------------------------------------------------------- dispatch
@@ -265,12 +323,12 @@ def test_dispatch_levels():
     assert c.simd_level() == best
 
 
-def test_scalar_level_has_no_vec_dot_4_and_pointers_swap_back():
+def test_scalar_level_has_no_vec_dot_k_and_pointers_swap_back():
     c.set_simd_level("scalar")
-    assert not any(c.type_traits(int(t))["has_vec_dot_4"] for t in VEC_DOT_TYPE)
+    assert not any(c.type_traits(int(t))["has_vec_dot_k"] for t in VEC_DOT_TYPE)
     if "avx512" in LEVELS:
         c.set_simd_level("avx512")
-        assert c.type_traits(int(QT.Q8_0))["has_vec_dot_4"]
+        assert c.type_traits(int(QT.Q8_0))["has_vec_dot_k"]
 
 
 def test_bad_arguments():
@@ -281,7 +339,11 @@ def test_bad_arguments():
     with pytest.raises(ValueError):
         c.vec_dot(int(QT.Q4_K), np.zeros(144, np.uint8), np.zeros(512, np.float32))
     with pytest.raises(ValueError):
-        c.quantize(int(QT.IQ2_XXS), np.zeros(256, np.float32))
+        c.quantize(int(QT.TQ1_0), np.zeros(256, np.float32))
+    with pytest.raises(ValueError):
+        c.quantize(int(QT.IQ2_XXS), np.zeros(255, np.float32))
+    with pytest.raises(ValueError):
+        c.dequantize(int(QT.IQ1_M), np.zeros(55, np.uint8), 256)
 
 
 @pytest.mark.parametrize("t", FLOAT_TYPES, ids=lambda t: t.name)
@@ -296,3 +358,31 @@ def test_float_vec_dot_odd_lengths(t):
             v = c.vec_dot(int(t), w, x)
             assert abs(v - ref) <= 2e-5 * mag + 1e-6, (t.name, lv, n, v, ref)
             assert bits(c.dequantize(int(t), w, n)).tolist() == bits(gq.dequantize(w, t).reshape(-1)).tolist()
+
+
+# ---------------------------------------------------------------- low-bit kernels
+
+@pytest.mark.parametrize("t", LOWBIT, ids=lambda t: t.name)
+def test_lowbit_simd_levels_bit_identical(t):
+    """AVX2 and AVX-512 run the same integer lanes and float steps (upstream's x86 order) for these types."""
+    if not {"avx2", "avx512"} <= set(LEVELS):
+        pytest.skip("needs both SIMD levels")
+    rng = np.random.default_rng(int(t) + 40)
+    for n in (256, 256 * 5, 256 * 13):
+        w = random_row(t, n, rng)
+        x = rng.standard_normal(n).astype(np.float32)
+        got = {}
+        for lv in ("avx2", "avx512"):
+            c.set_simd_level(lv)
+            got[lv] = c.vec_dot(int(t), w, x)
+        assert bits([got["avx2"]]) == bits([got["avx512"]]), (t.name, n, got)
+
+
+@pytest.mark.parametrize("t", LOWBIT, ids=lambda t: t.name)
+def test_lowbit_dequantize_decodes_our_quantizer(t):
+    """quantize -> gguf-py dequantize equals our dequantize (our quantizers write valid blocks)."""
+    rng = np.random.default_rng(int(t) + 50)
+    n = 256 * 4
+    q = c.quantize(int(t), rng.standard_normal(n).astype(np.float32))
+    ref = gq.dequantize(q, t).reshape(-1).astype(np.float32)
+    assert np.array_equal(bits(c.dequantize(int(t), q, n)), bits(ref)), t.name

@@ -1,14 +1,11 @@
 """Engine unit tests with the fake core (in-process, no HTTP)."""
 import asyncio
-import importlib.util
-from pathlib import Path
 
 import pytest
 
+import fake_core as fake
 from pyllm.args import parse_args
-from pyllm.engine import Engine, Task, load_core
-
-fake = load_core(str(Path(__file__).with_name("fake_core.py")))
+from pyllm.server.engine import Engine, Task
 
 
 def scripted_core(script):

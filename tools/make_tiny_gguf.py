@@ -28,12 +28,13 @@ Layout rules (checked against the shipped files in shared/models by tests/test_m
   Q4_K->Q5_0, Q5_K->Q5_1, Q6_K->Q8_0, then F16 if that still does not fit).
   ``general.file_type`` is the matching LLAMA_FTYPE; for the pure K types the ``_S`` value is used
   (q3_k -> MOSTLY_Q3_K_S, q4_k -> MOSTLY_Q4_K_S, q5_k -> MOSTLY_Q5_K_S) since no tensor is bumped up as in ``_M``.
-* ``--mix ud-q4_k_xl`` (ud-q5_k_xl, ud-q6_k_xl, ud-q8_k_xl) instead of ``--type``: Unsloth-like per-tensor types,
-  rules in tools/tiny_gguf_mixes.py.
+* ``--mix`` instead of ``--type``: the per-tensor types of an Unsloth UD file. ``ud-q4_k_xl``, ``ud-q5_k_xl``,
+  ``ud-q6_k_xl``, ``ud-q8_k_xl``: rules in tools/tiny_gguf_mixes.py; ``ud-iq2_xxs``, ``ud-iq2_m``, ``ud-q2_k_xl``,
+  ``ud-iq3_xxs``, ``ud-iq3_s``, ``ud-q3_k_xl``: LOWBIT_MIXES below, with the sources they follow.
 * Quantization is pyllm's C++ quantizers (``pyllm._core.quantize_fast``: the reference quantizers' bytes, Q4_K/Q5_K
   faster); tensors are written in parallel (``-j``, default: all CPUs) straight to their offsets
   (tools/tiny_gguf_write.py). Without a built pyllm, the non-K types use gguf-py's quantizers, which give the same
-  bytes; K-quants and --mix need pyllm.
+  bytes; K-quants, the low-bit types (iq1_s..iq4_xs, mxfp4) and --mix need pyllm.
 
 Weights (seeded per tensor name, so the output is identical for a given seed and set of options, whatever the
 chunking): as shared/models/README.md's qwen35moe recipe.  ``token_embd`` N(0,1); input projections
@@ -77,6 +78,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import struct
 import sys
 import time
@@ -116,6 +118,68 @@ K_QUANTS = tgw.K_QUANTS
 # llama-quantize's tensor_type_fallback (src/llama-quant.cpp)
 FALLBACK = {QT.Q2_K: QT.Q4_0, QT.Q3_K: QT.Q4_0, QT.Q4_K: QT.Q5_0, QT.Q5_K: QT.Q5_1, QT.Q6_K: QT.Q8_0}
 
+# ---- low-bit types and the UD low-bit mixes (issue 15). Quantized through pyllm._core.quantize: the C++
+# reference quantizers (csrc/ggml/quants_iq_quantize.cpp, our own weighted grid search without imatrix, so the bytes
+# differ from llama-quantize's; MXFP4 is gguf-py's quantizer, byte for byte).
+LOWBIT_TYPES = {
+    "iq1_s": QT.IQ1_S, "iq1_m": QT.IQ1_M, "iq2_xxs": QT.IQ2_XXS, "iq2_xs": QT.IQ2_XS, "iq2_s": QT.IQ2_S,
+    "iq3_xxs": QT.IQ3_XXS, "iq3_s": QT.IQ3_S, "iq4_nl": QT.IQ4_NL, "iq4_xs": QT.IQ4_XS, "mxfp4": QT.MXFP4,
+}
+LOWBIT_FILE_TYPES = {
+    "iq1_s": FT.MOSTLY_IQ1_S, "iq1_m": FT.MOSTLY_IQ1_M, "iq2_xxs": FT.MOSTLY_IQ2_XXS, "iq2_xs": FT.MOSTLY_IQ2_XS,
+    "iq2_s": FT.MOSTLY_IQ2_S, "iq3_xxs": FT.MOSTLY_IQ3_XXS, "iq3_s": FT.MOSTLY_IQ3_S, "iq4_nl": FT.MOSTLY_IQ4_NL,
+    "iq4_xs": FT.MOSTLY_IQ4_XS, "mxfp4": FT.MOSTLY_MXFP4_MOE,
+}
+LOWBIT_FALLBACK = {t: QT.IQ4_NL for t in (QT.IQ1_S, QT.IQ1_M, QT.IQ2_XXS, QT.IQ2_XS, QT.IQ2_S, QT.IQ3_XXS,
+                                          QT.IQ3_S, QT.IQ4_XS)}
+TYPES.update(LOWBIT_TYPES)
+FILE_TYPES.update(LOWBIT_FILE_TYPES)
+FALLBACK.update(LOWBIT_FALLBACK)
+CORE_QUANTS = K_QUANTS | set(LOWBIT_TYPES.values())
+
+# --mix NAME: per-tensor types as in Unsloth's UD files (shared/docs/quants-and-models.md 1.1-1.3): (regex on the
+# tensor name, type) pairs, first match wins, then the mix's default. Every UD file keeps the MTP block's
+# nextn.eh_proj at Q8_0 and ssm_alpha/ssm_beta at Q8_0 (S4, S6, S11); attn_* and ssm_out stay at higher precision
+# (S2). Observed rows: UD-IQ2_XXS dense hybrid (S6) verbatim; UD-IQ2_M experts Q2_K/Q3_K, shexp Q5_K (S7);
+# gate/up experts tolerate ~3 bit (iq3_xxs), down is more sensitive (S2). Tensors the notes do not list
+# (token_embd, output, full-attention q/k/v/output) get Q4_K/Q6_K, as llama-quantize's low-bit mixes do.
+_UD_COMMON = [(r"nextn\.eh_proj", "q8_0"), (r"ssm_(alpha|beta)", "q8_0"), (r"^output\.", "q6_k"),
+              (r"^token_embd\.", "q4_k")]
+LOWBIT_MIXES = {
+    "ud-iq2_xxs": _UD_COMMON + [(r"attn_gate", "iq3_xxs"), (r"ffn_down", "iq3_s"), (r"ssm_out", "q4_k"),
+                                (r"attn_(q|k|v|output)\.", "q4_k"), (r"", "iq2_xxs")],
+    "ud-iq2_m": _UD_COMMON + [(r"ffn_(gate|up)_exps", "q2_k"), (r"ffn_down_exps", "q3_k"), (r"_shexp", "q5_k"),
+                              (r"attn_gate", "iq3_s"), (r"ffn_down", "iq3_s"), (r"ssm_out", "q4_k"),
+                              (r"attn_(q|k|v|output)\.", "q4_k"), (r"", "iq2_s")],
+    "ud-q2_k_xl": _UD_COMMON + [(r"ffn_(gate|up)(_exps)?\.", "q2_k"), (r"ffn_down", "q3_k"), (r"ssm_out", "q4_k"),
+                                (r"attn_", "q4_k"), (r"", "q2_k")],
+    "ud-iq3_xxs": _UD_COMMON + [(r"ffn_(gate|up)(_exps)?\.", "iq3_xxs"), (r"ffn_down", "iq3_s"), (r"ssm_out", "q5_k"),
+                                (r"attn_", "q5_k"), (r"", "iq3_xxs")],
+    "ud-iq3_s": _UD_COMMON + [(r"ffn_(gate|up)(_exps)?\.", "iq3_s"), (r"ffn_down", "iq4_nl"), (r"ssm_out", "q5_k"),
+                              (r"attn_", "q5_k"), (r"", "iq3_s")],
+    "ud-q3_k_xl": _UD_COMMON + [(r"ffn_(gate|up)(_exps)?\.", "q3_k"), (r"ffn_down", "q4_k"), (r"ssm_out", "q5_k"),
+                                (r"attn_", "q5_k"), (r"", "q3_k")],
+}
+LOWBIT_MIX_FILE_TYPES = {"ud-iq2_xxs": "iq2_xxs", "ud-iq2_m": "iq2_s", "ud-q2_k_xl": "q2_k", "ud-iq3_xxs": "iq3_xxs",
+                         "ud-iq3_s": "iq3_s", "ud-q3_k_xl": "q3_k"}
+
+
+def lowbit_mix_type(mix: str, name: str) -> QT:
+    """The type --mix MIX gives tensor `name` (before the block-size fallback)."""
+    for pat, t in LOWBIT_MIXES[mix]:
+        if re.search(pat, name):
+            return TYPES[t]
+    raise AssertionError("every mix ends with a catch-all")
+
+
+ALL_MIXES = tuple(mixes.MIXES) + tuple(sorted(LOWBIT_MIXES))
+
+
+def _file_type(cfg) -> FT:
+    if cfg.mix in mixes.MIXES:
+        return mixes.file_type(cfg.mix)
+    return FILE_TYPES[LOWBIT_MIX_FILE_TYPES[cfg.mix] if cfg.mix else cfg.type]
+
 ALIGNMENT = 32
 CHUNK_VALUES = 1 << 24
 
@@ -151,7 +215,7 @@ class Config:
     name: str | None = None
     order: str = "converter"
     tokenizer_from: str | None = None
-    mix: str | None = None               # --mix: per-tensor types (tiny_gguf_mixes); overrides type
+    mix: str | None = None               # --mix: per-tensor types (tiny_gguf_mixes.MIXES or LOWBIT_MIXES)
     threads: int = 0                     # writer threads (0: all CPUs)
 
     @property
@@ -303,10 +367,12 @@ def _tensor_plan(cfg: Config) -> list[TSpec]:
 
     target = TYPES[cfg.type]
     for s in specs:
-        if cfg.mix:
+        if cfg.mix in mixes.MIXES:
             t = mixes.tensor_type(cfg.mix, s.name, cfg.n_layer, s.keep_f32)
             s.ggml_type = t if t == QT.F32 else _pick_type(t, s.ne[0])
         else:
+            if cfg.mix is not None and not s.keep_f32:
+                target = lowbit_mix_type(cfg.mix, s.name)
             s.ggml_type = QT.F32 if (s.keep_f32 or cfg.type == "f32") else _pick_type(target, s.ne[0])
         bs, ts = GGML_QUANT_SIZES[s.ggml_type]
         s.nbytes = int(np.prod(s.ne)) // bs * ts
@@ -488,7 +554,7 @@ def build_kv(cfg: Config, specs: list[TSpec]) -> list[tuple[str, VT, object, VT 
     kv += [
         (f"{a}.attention.key_length", VT.UINT32, cfg.head_dim, None),
         (f"{a}.attention.value_length", VT.UINT32, cfg.head_dim, None),
-        ("general.file_type", VT.UINT32, int(mixes.file_type(cfg.mix) if cfg.mix else FILE_TYPES[cfg.type]), None),
+        ("general.file_type", VT.UINT32, int(_file_type(cfg)), None),
     ]
     if cfg.moe:
         kv += [(f"{a}.expert_feed_forward_length", VT.UINT32, cfg.n_ff_exp, None),
@@ -527,10 +593,11 @@ def _check(cfg: Config) -> None:
         print(f"warning: rope sections {cfg.sections} do not cover n_rot {cfg.n_rot}", file=sys.stderr)
     if cfg.type not in TYPES:
         raise ValueError(f"unknown type {cfg.type!r}")
-    if cfg.mix is not None and cfg.mix not in mixes.MIXES:
-        raise ValueError(f"unknown mix {cfg.mix!r} (one of {', '.join(mixes.MIXES)})")
-    if (cfg.mix or TYPES[cfg.type] in K_QUANTS) and _core_quantize() is None:
-        raise RuntimeError("K-quant output needs pyllm._core.quantize")
+    if cfg.mix is not None and cfg.mix not in ALL_MIXES:
+        raise ValueError(f"unknown mix {cfg.mix!r} (known: {', '.join(ALL_MIXES)})")
+    if (TYPES[cfg.type] in CORE_QUANTS or cfg.mix is not None) and _core_quantize() is None:
+        raise RuntimeError(("K-quant" if TYPES[cfg.type] in K_QUANTS and cfg.mix is None else cfg.mix or cfg.type)
+                           + " output needs pyllm._core.quantize")
 
 
 def _chunks(cfg: Config, s: TSpec):
@@ -605,8 +672,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[Config, str, bool]:
     p.add_argument("--no-mtp", action="store_true", help="no MTP layer (same as --mtp-layers 0)")
     p.add_argument("--fused", action="store_true", help="fused attn_qkv in full-attention layers, ffn_gate_up_exps")
     p.add_argument("--type", choices=sorted(TYPES), default=None, help="matrix type (default q8_0)")
-    p.add_argument("--mix", choices=list(mixes.MIXES), default=None,
-                   help="Unsloth-like per-tensor types instead of --type (tools/tiny_gguf_mixes.py)")
+    p.add_argument("--mix", choices=ALL_MIXES, default=None,
+                   help="per-tensor types of an Unsloth UD file instead of --type (see the module docstring)")
     p.add_argument("-j", "--threads", type=int, default=None, help="writer threads (default: all CPUs)")
     p.add_argument("--order", choices=["converter", "quantize"], default="converter")
     p.add_argument("--name", default=None, help="general.name")

@@ -25,7 +25,7 @@ from gguf import GGMLQuantizationType as QT
 from gguf.constants import GGML_QUANT_SIZES
 
 K_QUANTS = {QT.Q2_K, QT.Q3_K, QT.Q4_K, QT.Q5_K, QT.Q6_K}
-GGUFPY_QUANTS = {QT.Q8_0, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.BF16}
+GGUFPY_QUANTS = {QT.Q8_0, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.BF16, QT.MXFP4}  # gguf-py quantizes these
 
 
 def core_quantize():

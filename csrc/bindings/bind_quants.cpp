@@ -112,24 +112,26 @@ void bind_quants(nb::module_& m) {
   }, nb::arg("type"), nb::arg("w"), nb::arg("x"),
   "Dot of one weight row (block bytes) with float32 x, quantized to the type's vec_dot_type first.");
 
-  m.def("vec_dot_4", [](int type, u8_in w, f32_in2 x) {
+  m.def("vec_dot_k", [](int type, u8_in w, f32_in2 x, bool repacked) {
     const type_traits& t = traits_for(type);
-    if (!t.vec_dot_4) throw std::invalid_argument(std::string(t.name) + ": no vec_dot_4 at SIMD level " + simd_level());
-    const int64_t n = (int64_t)x.shape(1);
-    if (x.shape(0) != 4) throw std::invalid_argument("vec_dot_4: x must have 4 rows");
+    const vec_dot_k_fn fk = repacked ? t.vec_dot_rp_k : t.vec_dot_k;
+    if (!fk) throw std::invalid_argument(std::string(t.name) + ": no " + (repacked ? "vec_dot_rp_k" : "vec_dot_k") + " at SIMD level " + simd_level());
+    const int64_t k = (int64_t)x.shape(0), n = (int64_t)x.shape(1);
+    if (k < 1 || k > kMaxRowsK) throw std::invalid_argument("vec_dot_k: x must have 1.." + std::to_string(kMaxRowsK) + " rows, got " + std::to_string(k));
     check_len(t, n);
-    if (w.shape(0) != row_size((ggml_type)type, n)) throw std::invalid_argument("vec_dot_4: weight row size mismatch");
+    if (w.shape(0) != row_size((ggml_type)type, n)) throw std::invalid_argument("vec_dot_k: weight row size mismatch");
     const size_t by = row_size(t.vec_dot_type, n);
-    std::vector<uint8_t> q(4 * by);
-    for (int r = 0; r < 4; r++) {
+    std::vector<uint8_t> q(k * by);
+    for (int r = 0; r < k; r++) {
       std::vector<uint8_t> qr = quantize_row(t.vec_dot_type, x.data() + r * n, n);
       std::memcpy(q.data() + r * by, qr.data(), by);
     }
-    std::vector<float> s(4);
-    t.vec_dot_4((int)n, s.data(), w.data(), q.data(), by);
+    std::vector<float> s(k);
+    fk((int)n, s.data(), w.data(), q.data(), by, (int)k);
     return owned_array(std::move(s));
-  }, nb::arg("type"), nb::arg("w"), nb::arg("x"),
-  "One weight row against 4 float32 rows (shape (4, n)) via the traits' vec_dot_4 (raises when it is null).");
+  }, nb::arg("type"), nb::arg("w"), nb::arg("x"), nb::arg("repacked") = false,
+  "One weight row against k <= 8 float32 rows (shape (k, n)) via the traits' vec_dot_k, or with repacked=True "
+  "vec_dot_rp_k (llama.cpp's repacked-weight arithmetic); raises when it is null.");
 
   m.def("type_traits", [](int type) {
     const type_traits& t = traits_for(type);
@@ -142,7 +144,8 @@ void bind_quants(nb::module_& m) {
     d["has_to_float"] = t.to_float != nullptr;
     d["has_from_float"] = t.from_float != nullptr;
     d["has_vec_dot"] = t.vec_dot != nullptr;
-    d["has_vec_dot_4"] = t.vec_dot_4 != nullptr;
+    d["has_vec_dot_k"] = t.vec_dot_k != nullptr;
+    d["has_vec_dot_rp_k"] = t.vec_dot_rp_k != nullptr;
     return d;
   }, nb::arg("type"));
 

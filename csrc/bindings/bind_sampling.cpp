@@ -1,4 +1,5 @@
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -13,6 +14,16 @@
 namespace pyllm {
 
 using Logits = nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using Mask = nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;  // llguidance's bitmask
+
+static const uint32_t* check_mask(const std::optional<Mask>& m, int n_vocab) {
+  if (!m) return nullptr;
+  const size_t words = ((size_t)n_vocab + 31) / 32;
+  if (m->shape(0) != words)
+    throw std::invalid_argument("Sampler: allowed mask has " + std::to_string(m->shape(0)) + " words, n_vocab " +
+                                std::to_string(n_vocab) + " needs " + std::to_string(words));
+  return reinterpret_cast<const uint32_t*>(m->data());
+}
 
 static const float* check_logits(const Logits& a, int n_vocab) {
   if ((int64_t)a.shape(0) != n_vocab)
@@ -85,11 +96,14 @@ void bind_sampling(nb::module_& m) {
       .def("__init__", [](Sampler* self, nb::dict params, int n_vocab) {
         new (self) Sampler(params_from_dict(params), n_vocab);
       }, nb::arg("params"), nb::arg("n_vocab"))
-      .def("sample", [](Sampler& s, Logits logits) {
+      .def("sample", [](Sampler& s, Logits logits, std::optional<Mask> allowed) {
         const float* p = check_logits(logits, s.n_vocab());
+        const uint32_t* m = check_mask(allowed, s.n_vocab());
         nb::gil_scoped_release rel;
-        return s.sample(p);
-      }, nb::arg("logits"), "Run the chain and draw a token (does not accept it)")
+        return s.sample(p, m);
+      }, nb::arg("logits"), nb::arg("allowed") = nb::none(),
+      "Run the chain and draw a token (does not accept it). allowed: int32 bitmask (llguidance layout) of "
+      "the ids that may be drawn; the others get -inf before the chain")
       .def("accept", &Sampler::accept, nb::arg("token"))
       .def("accept_many", [](Sampler& s, const std::vector<int32_t>& toks) { for (auto t : toks) s.accept(t); },
            nb::arg("tokens"), "accept() each token in order (e.g. the prompt, as llama-server does)")

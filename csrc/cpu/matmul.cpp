@@ -59,39 +59,78 @@ static void dot_q4_K_gemm_order(int n, float* s, const void* vx, const void* vy)
   *s = acc - accm;
 }
 static const bool kGemmEmu = std::getenv("PYLLM_Q4K_GEMM_EMU") != nullptr;
+// Same diagnostic for repacked Q2_K (AVX-512 builds, ggml_gemm_q2_K_8x8_q8_K): one fma per 128 elements.
+static void dot_q2_K_gemm_order(int n, float* s, const void* vx, const void* vy) {
+  float acc = 0.f, accm = 0.f;
+  const block_q2_K* x = (const block_q2_K*)vx;
+  const block_q8_K* y = (const block_q8_K*)vy;
+  for (int i = 0; i < n / QK_K; i++) {
+    uint16_t dh, mh; std::memcpy(&dh, &x[i].d, 2); std::memcpy(&mh, &x[i].dmin, 2);
+    const float d = fp16_to_fp32(dh), dmin = fp16_to_fp32(mh);
+    for (int h = 0; h < 2; h++) {
+      int is = 0, im = 0;
+      for (int j = 8 * h; j < 8 * h + 8; j++) {  // 16-element sub-blocks of this 128
+        int p = 0;
+        for (int k = 16 * j; k < 16 * j + 16; k++)
+          p += ((x[i].qs[32 * (k / 128) + k % 32] >> (2 * ((k % 128) / 32))) & 3) * y[i].qs[k];
+        is += (x[i].scales[j] & 0xF) * p;
+        im += (x[i].scales[j] >> 4) * y[i].bsums[j];
+      }
+      acc = std::fma((float)is, d * y[i].d, acc);
+      accm = std::fma((float)im, dmin * y[i].d, accm);
+    }
+  }
+  *s = acc - accm;
+}
+
+// The row kernels for W: llama.cpp's repacked-weight arithmetic where it would repack W.
+struct RowKernels {
+  vec_dot_fn one;
+  vec_dot_k_fn k;  // may be null: `one` per row
+  bool rp;
+};
+static RowKernels row_kernels(const Weight& W) {
+  const auto& tr = get_type_traits(W.type);
+  if (tr.vec_dot_rp && W.ne[1] % 8 == 0) return {tr.vec_dot_rp, tr.vec_dot_rp_k, true};
+  return {tr.vec_dot, tr.vec_dot_k, false};
+}
+
+// One weight row against activation rows [t0, t1): groups of up to kMaxRowsK rows share one decode
+// of the weight row. Y[t * ldy] receives row t's result.
+static inline void row_times_acts(const RowKernels& rk, int K, const uint8_t* wr, const QuantActs& qa, int t0, int t1,
+                                  float* Y, int64_t ldy) {
+  int t = t0;
+  if (rk.k) {
+    float s[kMaxRowsK];
+    for (; t < t1; t += kMaxRowsK) {
+      const int k = std::min(kMaxRowsK, t1 - t);
+      rk.k(K, s, wr, qa.row(t), qa.row_bytes, k);
+      for (int j = 0; j < k; j++) Y[(t + j) * ldy] = s[j];
+    }
+  }
+  for (; t < t1; t++) rk.one(K, &Y[t * ldy], wr, qa.row(t));
+}
 
 // Rows [n0, n1) of W against all B activation rows, tiled so a block of weight rows stays in
 // L1/L2 while it meets every token of a token block.
-// The row kernel for W: llama.cpp's repacked-weight arithmetic where it would repack W.
-static vec_dot_fn row_kernel(const Weight& W) {
-  const auto& tr = get_type_traits(W.type);
-  return tr.vec_dot_rp && W.ne[1] % 8 == 0 ? tr.vec_dot_rp : tr.vec_dot;
-}
-
 static void mm_rows(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy, int64_t n0, int64_t n1) {
-  const vec_dot_fn vec_dot = row_kernel(W);
-  // 4 tokens per call decode the weight row once; bit-identical to 4 vec_dot calls (same kernel family)
-  const vec_dot_4_fn vec_dot_4 = vec_dot == get_type_traits(W.type).vec_dot ? get_type_traits(W.type).vec_dot_4 : nullptr;
+  const RowKernels rk = row_kernels(W);
   const int K = (int)W.ne[0];
   const int B = qa.B;
-  const int t_gemm = kGemmEmu && W.type == GGML_TYPE_Q4_K && vec_dot != get_type_traits(W.type).vec_dot ? B - B % 4 : 0;
+  const bool emu = kGemmEmu && (W.type == GGML_TYPE_Q4_K || W.type == GGML_TYPE_Q2_K) && rk.rp;
+  const int t_gemm = emu ? B - B % 4 : 0;
+  const vec_dot_fn gemm_order = W.type == GGML_TYPE_Q2_K ? dot_q2_K_gemm_order : dot_q4_K_gemm_order;
   constexpr int64_t RB = 8;   // weight rows per tile
-  constexpr int TB = 32;      // tokens per tile
+  constexpr int TB = 32;      // tokens per tile (a multiple of kMaxRowsK)
   for (int64_t r0 = n0; r0 < n1; r0 += RB) {
-    int64_t r1 = std::min(n1, r0 + RB);
+    const int64_t r1 = std::min(n1, r0 + RB);
     for (int t0 = 0; t0 < B; t0 += TB) {
-      int t1 = std::min(B, t0 + TB);
+      const int t1 = std::min(B, t0 + TB);
       for (int64_t r = r0; r < r1; r++) {
         const uint8_t* wr = W.data + r * W.nb1;
         int t = t0;
-        if (vec_dot_4) {  // never together with the gemm emulation (that one needs the repacked kernel)
-          float s4[4];
-          for (; t + 4 <= t1; t += 4) {
-            vec_dot_4(K, s4, wr, qa.row(t), qa.row_bytes);
-            for (int j = 0; j < 4; j++) Y[(t + j) * ldy + r] = s4[j];
-          }
-        }
-        for (; t < t1; t++) (t < t_gemm ? dot_q4_K_gemm_order : vec_dot)(K, &Y[t * ldy + r], wr, qa.row(t));
+        for (; t < std::min(t1, t_gemm); t++) gemm_order(K, &Y[t * ldy + r], wr, qa.row(t));
+        row_times_acts(rk, K, wr, qa, t, t1, Y + r, ldy);
       }
     }
   }
@@ -110,13 +149,16 @@ void matmul_q(ThreadPool& tp, const Weight& W, const QuantActs& qa, float* Y, in
   });
 }
 
-void matmul_q_st(const Weight& W, const QuantActs& qa, const int* rows_b, int nb, float* Y, int64_t ldy, int64_t n0, int64_t n1) {
-  const vec_dot_fn vec_dot = row_kernel(W);
+void matmul_q_st(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy, int64_t n0, int64_t n1) {
+  const RowKernels rk = row_kernels(W);
   const int K = (int)W.ne[0];
-  for (int64_t r = n0; r < n1; r++) {
-    const uint8_t* wr = W.data + r * W.nb1;
-    for (int i = 0; i < nb; i++) vec_dot(K, &Y[i * ldy + r], wr, qa.row(rows_b[i]));
-  }
+  for (int64_t r = n0; r < n1; r++) row_times_acts(rk, K, W.data + r * W.nb1, qa, 0, qa.B, Y + r, ldy);
+}
+
+void gather_acts(const QuantActs& qa, const int* rows, int m, QuantActs& out) {
+  out.type = qa.type; out.K = qa.K; out.B = m; out.row_bytes = qa.row_bytes;
+  out.buf.resize((size_t)m * qa.row_bytes);
+  for (int i = 0; i < m; i++) std::memcpy(out.buf.data() + (size_t)i * qa.row_bytes, qa.row(rows[i]), qa.row_bytes);
 }
 
 void matmul(ThreadPool& tp, const Weight& W, const float* X, int64_t ldx, int B, float* Y, int64_t ldy) {

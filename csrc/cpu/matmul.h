@@ -44,8 +44,11 @@ void quantize_acts(ThreadPool& tp, const float* X, int64_t ldx, int B, int64_t K
 void matmul(ThreadPool& tp, const Weight& W, const float* X, int64_t ldx, int B, float* Y, int64_t ldy);
 // same with pre-quantized activations (must be W's vec_dot_type)
 void matmul_q(ThreadPool& tp, const Weight& W, const QuantActs& qa, float* Y, int64_t ldy);
-// single-threaded variant for callers that already run inside a parallel region (MoE experts)
-void matmul_q_st(const Weight& W, const QuantActs& qa, const int* rows_b, int nb, float* Y, int64_t ldy, int64_t n0, int64_t n1);
+// rows [n0, n1) of W against all of qa's rows, single-threaded, for callers that already run inside a
+// parallel region (MoE experts)
+void matmul_q_st(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy, int64_t n0, int64_t n1);
+// qa's rows `rows[0..m)` copied into `out` (an expert's gathered tokens), contiguous
+void gather_acts(const QuantActs& qa, const int* rows, int m, QuantActs& out);
 
 // Embedding lookup: row `id` of W dequantized to float.
 void get_row(const Weight& W, int64_t id, float* out);

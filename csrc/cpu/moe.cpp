@@ -15,10 +15,10 @@ void moe_ffn(ThreadPool& tp, const MoEWeights& w, const float* x, int n, int64_t
   // thread_local storage, but only touched through these references: lambdas that run on the
   // pool's workers would otherwise see the workers' own (empty) instances
   thread_local std::vector<float> logits_tl, slot_out_tl, hbuf_tl, dbuf_tl;
-  thread_local QuantActs qx_tl, qh_tl;
+  thread_local QuantActs qx_tl, qh_tl, qe_tl;
   std::vector<float>& logits = logits_tl; std::vector<float>& slot_out = slot_out_tl;
   std::vector<float>& hbuf = hbuf_tl; std::vector<float>& dbuf = dbuf_tl;
-  QuantActs& qx = qx_tl; QuantActs& qh = qh_tl;
+  QuantActs& qx = qx_tl; QuantActs& qh = qh_tl; QuantActs& qe = qe_tl;  // qe: one expert's rows of qx
   logits.resize((size_t)n * NE);
   matmul(tp, w.gate_inp, x, E, n, logits.data(), NE);
   std::vector<int> sel((size_t)n * K);
@@ -56,18 +56,17 @@ void moe_ffn(ThreadPool& tp, const MoEWeights& w, const float* x, int n, int64_t
     float* u = hbuf.data() + m * F;   // [m][F]
     const Weight wg = fused ? w.gate_up_exps.expert(e).rows(0, F) : w.gate_exps.expert(e);
     const Weight wu = fused ? w.gate_up_exps.expert(e).rows(F, F) : w.up_exps.expert(e);
+    gather_acts(qx, rows.data(), m, qe);  // contiguous, so the expert's weights are decoded once per k <= 8 rows
     auto gate_up = [&](int64_t r0, int64_t r1) {
-      matmul_q_st(wg, qx, rows.data(), m, g, F, r0, r1);
-      matmul_q_st(wu, qx, rows.data(), m, u, F, r0, r1);
+      matmul_q_st(wg, qe, g, F, r0, r1);
+      matmul_q_st(wu, qe, u, F, r0, r1);
     };
     if ((int64_t)m * F * E >= 65536) tp.parallel_for(F, gate_up, 16); else gate_up(0, F);
     for (int i = 0; i < m; i++) swiglu_row(g + (int64_t)i * F, u + (int64_t)i * F, g + (int64_t)i * F, (int)F);
     quantize_acts(tp, g, F, m, F, vdt_dn, qh);
     const Weight wd = w.down_exps.expert(e);
-    std::vector<int> ident(m);
-    std::iota(ident.begin(), ident.end(), 0);
     dbuf.resize((size_t)m * E);
-    auto down = [&](int64_t r0, int64_t r1) { matmul_q_st(wd, qh, ident.data(), m, dbuf.data(), E, r0, r1); };
+    auto down = [&](int64_t r0, int64_t r1) { matmul_q_st(wd, qh, dbuf.data(), E, r0, r1); };
     if ((int64_t)m * F * E >= 65536) tp.parallel_for(E, down, 16); else down(0, E);
     for (int i = 0; i < m; i++) std::copy(dbuf.data() + (int64_t)i * E, dbuf.data() + (int64_t)(i + 1) * E, slot_out.data() + (int64_t)items[i] * E);
   }

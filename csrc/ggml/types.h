@@ -23,10 +23,12 @@ enum ggml_type : int32_t {
 typedef void (*vec_dot_fn)(int n, float* s, const void* x, const void* y);
 typedef void (*to_float_fn)(const void* x, float* y, int64_t n);
 typedef void (*from_float_fn)(const float* x, void* y, int64_t n);
-// One weight row x against 4 activation rows y, y + by, y + 2*by, y + 3*by (by in bytes), results in
-// s[0..3]. Bit-identical to 4 vec_dot calls at the same SIMD level (batch invariance), so callers may
-// use it whenever it is non-null and fall back to vec_dot otherwise.
-typedef void (*vec_dot_4_fn)(int n, float* s, const void* x, const void* y, size_t by);
+// One weight row x against k activation rows y + r*by (r < k, 1 <= k <= kMaxRowsK, by in bytes),
+// results in s[0..k-1]. The weight row is decoded once for all k rows, and each row keeps exactly the
+// single-row accumulation order: bit-identical to k vec_dot calls at the same SIMD level (batch
+// invariance), so callers may use it whenever it is non-null and fall back to vec_dot otherwise.
+constexpr int kMaxRowsK = 8;
+typedef void (*vec_dot_k_fn)(int n, float* s, const void* x, const void* y, size_t by, int k);
 
 struct type_traits {
   const char* name;       // GGML's name, e.g. "q4_K"
@@ -37,14 +39,15 @@ struct type_traits {
   vec_dot_fn vec_dot;     // weight row . activation row
   ggml_type vec_dot_type; // what activations are quantized to for this weight type
   bool compute;           // true when to_float and vec_dot exist: loadable as a weight
-  vec_dot_4_fn vec_dot_4;
+  vec_dot_k_fn vec_dot_k;  // optional (nullptr = call vec_dot per row)
   // activation quantizer used by matmul: upstream's x86 path for Q8_0/Q8_1 (scale by 127/max,
   // round half to even), which differs from the reference quantizer in the last bit of some values
-  from_float_fn from_float_act; // optional (nullptr = use vec_dot 4 times)
+  from_float_fn from_float_act;
   // the arithmetic llama.cpp uses when it repacks this weight type for its CPU backend
   // (CPU_REPACK, on by default; x86 repacks Q4_K matrices with a multiple of 8 rows). matmul
   // uses it for such weights; nullptr = same as vec_dot.
   vec_dot_fn vec_dot_rp = nullptr;
+  vec_dot_k_fn vec_dot_rp_k = nullptr;  // k rows of vec_dot_rp (same contract as vec_dot_k)
 };
 
 // THE table (csrc/ggml/traits.cpp). Index by id; ids outside [0, GGML_TYPE_COUNT) are invalid.

@@ -214,7 +214,7 @@ std::vector<int32_t> Sampler::history() const {
   return out;
 }
 
-int32_t Sampler::sample(const float* logits) {
+int32_t Sampler::sample(const float* logits, const uint32_t* allowed) {
   c_.buf.resize(n_vocab_);
   TokenData* d = c_.buf.data();
   for (int i = 0; i < n_vocab_; i++) d[i] = {i, logits[i], 0.0f};
@@ -225,6 +225,7 @@ int32_t Sampler::sample(const float* logits) {
   c_.selected = -1;
 
   apply_logit_bias();
+  if (allowed) apply_allowed(allowed);
 
   if (params_.mirostat == 0) {
     for (SamplerType t : chain_) {
@@ -309,6 +310,16 @@ void Sampler::apply_logit_bias() {
   TokenData* d = c_.data();  // identity layout: index = id
   for (const auto& b : bias_)
     if (b.token >= 0 && b.token < n_vocab_) d[b.token].logit += b.bias;
+}
+
+void Sampler::apply_allowed(const uint32_t* allowed) {
+  TokenData* d = c_.data();  // identity layout: index = id
+  bool any = false;
+  for (int i = 0; i < n_vocab_; i++) {
+    if ((allowed[i >> 5] >> (i & 31)) & 1u) any = true;
+    else d[i].logit = -INFINITY;
+  }
+  if (!any) throw std::runtime_error("Sampler: the allowed-token mask excludes every token");
 }
 
 void Sampler::apply_penalties() {

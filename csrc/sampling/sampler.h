@@ -90,7 +90,9 @@ class Sampler {
   Sampler(const SamplerParams& params, int n_vocab);
 
   // Runs the chain over logits[0..n_vocab) and draws a token. Does NOT accept it: call accept().
-  int32_t sample(const float* logits);
+  // allowed (optional, a grammar's mask): bit (id % 32) of word id / 32 set = id may be drawn;
+  // the others get -inf right after the logit bias, before the chain. Throws if none is allowed.
+  int32_t sample(const float* logits, const uint32_t* allowed = nullptr);
   // Records a token in the history (penalties). llama-server accepts the prompt tokens too.
   void accept(int32_t token);
   // Clears the history and reseeds the RNGs (a new random seed if seed == -1).
@@ -127,6 +129,7 @@ class Sampler {
   void sort_desc(size_t k);  // top k sorted descending, size = k, sorted = true
   void softmax(bool do_sort);
   void apply_logit_bias();
+  void apply_allowed(const uint32_t* allowed);
   void apply_penalties();
   void apply_top_n_sigma();
   void apply_top_k(int32_t k);

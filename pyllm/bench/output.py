@@ -91,9 +91,22 @@ def write_csv(path: str, settings: list):
             w.writerow(row)
 
 
+PLOT_HINT = 'error: --plot needs matplotlib, which is not installed: pip install "pyllm[plot]"'
+
+
+def require_matplotlib():
+    """BenchError naming the extra to install when matplotlib is missing (it is optional: only --plot uses it)."""
+    from .runners import BenchError
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise BenchError(PLOT_HINT) from None
+
+
 def plot(path: str, settings: list, title: str):
     """Generation tok/s against n_max, one panel per task, one series per engine (min..max as error bars);
     each engine's baseline is a dashed line in the same colour."""
+    require_matplotlib()
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

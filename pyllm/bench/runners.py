@@ -20,79 +20,68 @@ class BenchError(RuntimeError):
     """A user-facing failure: main() prints str(e) as one line and exits 1."""
 
 
-def load_core():
-    try:
-        from pyllm.engine import load_core as _lc
-        return _lc()
-    except ImportError:
-        from pyllm import _core
-        return _core
-
-
 # ------------------------------------------------------------------------------------------
 # in-process
 
 class InProcess:
-    """pyllm's core in this process: one Model, one Context per setting (spec params are per context)."""
+    """pyllm in this process: one Model, one Generator per setting (spec params are per context)."""
 
     def __init__(self, model_path: str, n_threads: int, spec_type: str, n_ctx: int = 0, n_batch: int = 2048,
                  n_ubatch: int = 512, n_min: int = 0, p_min: float = 0.0, name: str = "pyllm"):
-        core = load_core()
-        self.core = core
+        from ..model import Model
         self.name = name
         self.spec_type = spec_type
         self.n_threads = n_threads
         self.n_ctx = n_ctx
         self.n_batch, self.n_ubatch, self.n_min, self.p_min = n_batch, n_ubatch, n_min, p_min
         try:
-            self.model = core.Model(model_path, load_mtp=(spec_type == "draft-mtp"))
+            self.model = Model(model_path, load_mtp=(spec_type == "draft-mtp"))
         except (ValueError, OSError, RuntimeError) as e:
             raise BenchError(f"error: failed to load model '{model_path}': {e}")
-        self.ctx = None
-        self.ctx_key = None
+        self.gen = None
+        self.gen_key = None
 
     @property
     def file_has_mtp(self) -> bool:
-        m = self.model
-        return bool(getattr(m, "file_has_mtp", getattr(m, "has_mtp", False)))
+        return self.model.file_has_mtp
 
     @property
     def chat_template(self) -> Optional[str]:
-        return getattr(self.model, "chat_template", None)
+        return self.model.chat_template
 
     def tokenize(self, text: str) -> list:
         # as llama-server's /completion does for a string prompt: add BOS if the model wants one, parse specials
-        return list(self.model.tokenize(text, True, True))
+        return self.model.tokenize(text, True, True)
 
     def setup(self, n_max: int, synth_len: float = -1.0, synth_rates=()):
+        from ..generation import Generator
         spec = self.spec_type if n_max > 0 else "none"
         key = (spec, n_max, synth_len, tuple(synth_rates))
-        if self.ctx_key == key:
+        if self.gen_key == key:
             return
-        self.ctx = None
+        self.gen = None
         try:
-            self.ctx = self.core.Context(self.model, self.n_ctx, n_seq=1, n_batch=self.n_batch, n_ubatch=self.n_ubatch,
-                                         n_threads=self.n_threads, spec_type=spec, n_max=max(n_max, 1),
-                                         n_min=self.n_min, p_min=self.p_min,
-                                         synth_len=synth_len if n_max > 0 else -1.0,
-                                         synth_rates=list(synth_rates) if n_max > 0 else [])
+            self.gen = Generator(self.model, self.n_ctx, 1, n_batch=self.n_batch, n_ubatch=self.n_ubatch,
+                                 n_threads=self.n_threads, spec_type=spec, n_max=max(n_max, 1), n_min=self.n_min,
+                                 p_min=self.p_min, synth_len=synth_len if n_max > 0 else -1.0,
+                                 synth_rates=list(synth_rates) if n_max > 0 else [])
         except (ValueError, RuntimeError) as e:
             raise BenchError(f"error: failed to create a context (n_max={n_max}): {e}")
-        self.ctx_key = key
+        self.gen_key = key
 
     def run(self, ids: list, n_predict: int, task: str, n_max: int, rep: int) -> Run:
-        c, m = self.ctx, self.model
-        toks = []
+        from ..generation import Request
+        req = Request(prompt=list(ids), sampling={"temperature": 0.0, "ignore_eos": True}, n_predict=n_predict,
+                      cache_prompt=False)
+        fin = None
         try:
-            c.seq_clear(0)
-            c.seq_begin(m, 0, list(ids), {"temperature": 0.0, "n_predict": n_predict, "ignore_eos": True})
-            while c.n_active():
-                for o in c.step():
-                    toks.extend(o["tokens"])
-            st = c.seq_stats(0)
+            for ev in self.gen.run(req):
+                if ev.kind == "done":
+                    fin = ev.data
         except (ValueError, RuntimeError) as e:
             raise BenchError(f"error: generation failed ({task}, n_max={n_max}, {len(ids)} prompt tokens, "
-                             f"n_ctx {self.n_ctx}): {e}")
+                             f"n_ctx {self.gen.n_ctx}): {e}")
+        st, toks = fin["stats"], fin["tokens"]
         per_pos = list(st.get("n_accepted_per_pos") or [])
         return Run(engine=self.name, task=task, n_max=n_max, rep=rep,
                    n_prompt=st["n_prompt"], t_prompt_ms=st["t_prompt_ms"], n_gen=st["n_gen"], t_gen_ms=st["t_gen_ms"],
@@ -102,7 +91,7 @@ class InProcess:
                    accepted_per_pos=per_pos[:n_max] if n_max > 0 else None, tokens=toks)
 
     def close(self):
-        self.ctx = None
+        self.gen = None
 
 
 # ------------------------------------------------------------------------------------------

@@ -219,6 +219,9 @@ def run_bench(argv: list) -> int:
     reps = p.n_repetitions if ("-r" in flags or "--repetitions" in flags) else 3
     if reps < 1:
         raise UsageError("error: -r must be >= 1")
+    if opts["plot"]:
+        from pyllm.bench.output import require_matplotlib
+        require_matplotlib()  # before the measurements, not after them
     threads = p.n_threads if p.n_threads > 0 else (os.cpu_count() or 1)
     if p.n_threads <= 0 and opts["server_cmds"] and not opts["in_process"]:
         import shlex

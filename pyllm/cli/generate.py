@@ -51,7 +51,7 @@ def sampling_dict(p: Params) -> dict:
         "dry_penalty_last_n": p.dry_penalty_last_n, "dynatemp_range": p.dynatemp_range,
         "dynatemp_exponent": p.dynatemp_exponent, "mirostat": p.mirostat, "mirostat_tau": p.mirostat_tau,
         "mirostat_eta": p.mirostat_eta, "min_keep": p.min_keep, "ignore_eos": p.ignore_eos,
-        "seed": p.seed if p.seed >= 0 else -1, "n_predict": p.n_predict, "n_probs": 0,
+        "seed": p.seed if p.seed >= 0 else -1,
     }
 
 
@@ -81,22 +81,18 @@ def main(argv=None) -> int:
     if not os.path.isfile(p.model):
         return _err(f"error: failed to load model '{p.model}': file not found")
 
-    from ..engine import load_core
-    try:
-        core = load_core()
-    except ImportError as e:
-        return _err(f"error: cannot import the pyllm core (build it with tools/dev_build.sh): {e}")
+    from ..generation import Generator, Request
+    from ..model import Model
 
     spec = p.spec_type if p.speculative else "none"
-    n_threads = p.n_threads if p.n_threads > 0 else max(1, min(os.cpu_count() or 1, 4))
     try:
-        model = core.Model(p.model, load_mtp=(spec == "draft-mtp"))
+        model = Model(p.model, load_mtp=(spec == "draft-mtp"))
     except (ValueError, OSError, RuntimeError) as e:
         return _err(f"error: failed to load model '{p.model}': {e}")
 
     text = process_escapes(p.prompt) if p.escape else p.prompt
     try:
-        prompt = list(model.tokenize(text, True, True))
+        prompt = model.tokenize(text, True, True)
     except (ValueError, RuntimeError) as e:
         return _err(f"error: failed to tokenize the prompt: {e}")
     if not prompt:  # llama.cpp starts from BOS when the prompt is empty
@@ -105,39 +101,29 @@ def main(argv=None) -> int:
     n_ctx = p.n_ctx if p.n_ctx > 0 else int(model.n_ctx_train or 4096)  # -c 0: from the model, as llama.cpp
     if len(prompt) >= n_ctx:
         return _err(f"error: prompt is too long ({len(prompt)} tokens, max {n_ctx - 1})")
-    from ..engine import make_context
     try:
-        ctx = make_context(core, model, p, n_ctx, 1, n_threads, spec)
+        gen = Generator.from_params(model, p, 1)
     except (ValueError, RuntimeError) as e:
         return _err(f"error: failed to create the context: {e}")
 
-    from ..detok import IncrementalDetokenizer
-    detok = IncrementalDetokenizer(model, special=p.special)
+    req = Request(prompt=prompt, sampling=sampling_dict(p), n_predict=p.n_predict, special=p.special)
     out = sys.stdout
+    fin = None
     try:
         if p.display_prompt:
             out.write(text)
             out.flush()
         t0 = time.perf_counter()
-        ctx.seq_begin(model, 0, prompt, sampling_dict(p))
-        done = False
-        while not done:
-            for r in ctx.step():
-                for tok in r["tokens"]:
-                    if model.is_eog(tok) and not p.special:
-                        continue
-                    s = detok.feed(tok)
-                    if s:
-                        out.write(s)
-                if r["done"]:
-                    done = True
-            out.flush()
-        out.write(detok.flush())
+        for ev in gen.run(req):
+            if ev.kind == "done":
+                fin = ev.data
+            elif ev.text:
+                out.write(ev.text)
+                out.flush()
         out.write("\n")
         out.flush()
         t_total = time.perf_counter() - t0
-    except KeyboardInterrupt:
-        out.write(detok.flush())
+    except KeyboardInterrupt:  # the text of the last step is lost with the step; what was delivered stays
         out.write("\n")
         out.flush()
         t_total = time.perf_counter() - t0
@@ -148,7 +134,7 @@ def main(argv=None) -> int:
     except (ValueError, RuntimeError) as e:
         return _err(f"error: generation failed: {e}")
 
-    st = ctx.seq_stats(0)
+    st = fin["stats"] if fin is not None else gen.seq_stats(0)
     n_p = max(0, int(st["n_prompt"]) - int(st["n_cached"]))
     n_g = int(st["n_gen"])
     tp = float(st["t_prompt_ms"])
@@ -158,7 +144,7 @@ def main(argv=None) -> int:
     print(f"prompt eval: {n_p} tokens, {pps:.2f} tok/s | generation: {n_g} tokens, {gps:.2f} tok/s "
           f"| total: {t_total:.3f} s", file=sys.stderr)
     if spec != "none":
-        print(ctx.acceptance_line(0), file=sys.stderr)
+        print(fin["acceptance_line"] if fin is not None else gen.acceptance_line(0), file=sys.stderr)
     return 0
 
 

@@ -1,15 +1,15 @@
 """pyllm-server: a drop-in for llama-server (same flags, same HTTP API)."""
 from __future__ import annotations
 
-import os
 import sys
 import threading
 
 
-def main(argv=None) -> int:
+def main(argv=None, core=None) -> int:
+    """core: a stand-in for pyllm's C++ core (tests/fake_server.py); None = the real one."""
     argv = sys.argv[1:] if argv is None else argv
     from ..args import ArgError, check_supported, main_parse, noop_notice, resolve_model
-    from ..engine import configure_log, log
+    from ..log import configure_log, log
 
     params = main_parse(argv, "server")
     configure_log(disable=params.log_disable, verbosity=params.verbosity)
@@ -30,7 +30,7 @@ def main(argv=None) -> int:
     log(f"verbosity = {params.verbosity} (adjust with the `-lv N` CLI arg)", "cmn", "common_param")
     if not params.api_keys and params.cors_origins == "*":
         log("security: no API key is set and CORS allows all origins", "srv", "llama_server", "W")
-    asgi, state = create_app(params)
+    asgi, state = create_app(params, core=core)
     host = params.hostname
     config = uvicorn.Config(asgi, host=host, port=params.port, log_level="warning", access_log=False,
                             server_header=False, date_header=True, timeout_keep_alive=max(5, min(params.timeout, 3600)),

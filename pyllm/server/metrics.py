@@ -1,4 +1,5 @@
-"""Prometheus text for /metrics, names and help strings as llama-server's to_metrics()."""
+"""/metrics: the counters llama-server keeps (updated by the scheduler) and their Prometheus text, names and help
+strings as llama-server's to_metrics()."""
 from __future__ import annotations
 
 COUNTERS = [
@@ -39,3 +40,64 @@ def render(m: dict) -> str:
         for i, v in enumerate(app):
             out.append(f'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{{position="{i}"}} {v}\n')
     return "".join(out)
+
+
+class Metrics:
+    """llama-server's server_metrics. The scheduler's worker thread updates it under the scheduler's lock."""
+
+    def __init__(self, speculative: bool):
+        self.speculative = speculative
+        self.m = {"prompt_tokens_total": 0, "prompt_tokens_cached_total": 0, "prompt_seconds_total": 0.0,
+                  "tokens_predicted_total": 0, "tokens_predicted_seconds_total": 0.0, "n_decode_total": 0,
+                  "n_busy_slots_total": 0, "n_tokens_max": 0, "spec_decode_num_draft_tokens_total": 0,
+                  "spec_decode_num_accepted_tokens_total": 0, "spec_decode_num_drafts_total": 0,
+                  "accepted_per_pos": [], "spec_seen": False}
+        self._bucket = self._zero_bucket()
+
+    @staticmethod
+    def _zero_bucket():
+        return {"n_prompt": 0, "t_prompt": 0.0, "n_pred": 0, "t_pred": 0.0}
+
+    def on_decode(self, n_busy: int, g):
+        """One batched decode; g = the core's global statistics (llamacpp:spec_decode_* come from there)."""
+        m = self.m
+        m["n_decode_total"] += 1
+        m["n_busy_slots_total"] += n_busy
+        if g is None:
+            return
+        m["spec_decode_num_draft_tokens_total"] = int(g.get("n_draft", 0) or 0)
+        m["spec_decode_num_accepted_tokens_total"] = int(g.get("n_draft_accepted", 0) or 0)
+        m["spec_decode_num_drafts_total"] = int(g.get("n_drafts", 0) or 0)
+        if self.speculative:
+            m["accepted_per_pos"] = [int(v) for v in (g.get("n_accepted_per_pos") or [])]
+            m["spec_seen"] = True
+
+    def on_finish(self, fin: dict):
+        """A sequence finished or was cancelled (llama-server's metrics_on_prediction); fin = its summary."""
+        t, m, b = fin["timings"], self.m, self._bucket
+        m["prompt_tokens_total"] += t["prompt_n"]
+        m["prompt_tokens_cached_total"] += t["cache_n"]
+        m["prompt_seconds_total"] += t["prompt_ms"] / 1e3
+        m["tokens_predicted_total"] += fin["n_decoded"]
+        m["tokens_predicted_seconds_total"] += t["predicted_ms"] / 1e3
+        m["n_tokens_max"] = max(m["n_tokens_max"], fin["n_held"])
+        b["n_prompt"] += t["prompt_n"]
+        b["t_prompt"] += t["prompt_ms"]
+        if fin["n_decoded"] > 1:
+            b["n_pred"] += fin["n_decoded"] - 1
+            b["t_pred"] += t["predicted_ms"]
+        if self.speculative and int(fin["stats"].get("n_verif_steps", 0) or 0) > 0:
+            m["spec_seen"] = True
+
+    def snapshot(self, reset_bucket: bool, processing: int, deferred: int) -> dict:
+        m = dict(self.m)
+        m["accepted_per_pos"] = list(self.m["accepted_per_pos"])
+        b = dict(self._bucket)
+        if reset_bucket:
+            self._bucket = self._zero_bucket()
+        m["requests_processing"] = processing
+        m["requests_deferred"] = deferred
+        m["prompt_tokens_seconds"] = 1e3 / b["t_prompt"] * b["n_prompt"] if b["t_prompt"] > 0 else 0.0
+        m["predicted_tokens_seconds"] = 1e3 / b["t_pred"] * b["n_pred"] if b["t_pred"] > 0 else 0.0
+        m["n_busy_slots_per_decode"] = (m["n_busy_slots_total"] / m["n_decode_total"]) if m["n_decode_total"] else 0.0
+        return m

@@ -9,11 +9,13 @@ namespace x86_avx2 {
 static inline __m256i dot_u8s8(__m256i u, __m256i s) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
 }
+static inline __m256i madd16_acc(__m256i acc, __m256i a, __m256i b) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b)); }
 }  // namespace x86_avx2
 }  // namespace pyllm
 
 #define SIMD_NS x86_avx2
 #include "ggml/x86/quants_simd.inc.h"
+#include "ggml/x86/quants_lowbit_simd.inc.h"
 
 namespace pyllm {
 namespace x86_avx2 {
@@ -66,7 +68,8 @@ static void vd_bf16(int n, float* s, const void* vx, const void* vy) {
 
 void quants_override_avx2(type_traits* t) {
   using namespace x86_avx2;
-  install_quant_kernels(t, true);
+  install_quant_kernels(t);
+  install_lowbit_kernels(t, false);  // Q2_K, Q3_K, IQ1-3, MXFP4
   // F32/F16 keep the table's ggml_vec_dot_f32/_f16 (vec_dot_ggml.h): same bits at every level
   t[GGML_TYPE_BF16].vec_dot = vd_bf16;
 }

@@ -1,12 +1,14 @@
 // Shared x86 kernel bodies, included by quants_avx2.cpp and quants_avx512.cpp. The including file
 // defines `dot_u8s8(u, s)`: 8 int32 lanes, lane k = sum of the 4 products u[4k..4k+3] * s[4k..4k+3]
-// (u unsigned bytes, s signed bytes; no saturation for our ranges). VNNI does it in one dpbusd,
-// AVX2 with maddubs + madd; both give the same integers, so the two levels agree bit for bit on the
-// quantized kernels.
+// (u unsigned bytes, s signed bytes; no saturation for our ranges), and `madd16_acc(acc, a, b)`:
+// acc + madd_epi16(a, b). VNNI does them in one dpbusd / dpwssd, AVX2 with maddubs + madd; both give
+// the same integers, so the two levels agree bit for bit on the quantized kernels. Per-sub-block
+// scales are applied as int16 words through madd16_acc on maddubs pairs: lane k still holds the
+// bytes 4k..4k+3 of its sub-block, so the integer lanes equal dot-then-multiply exactly.
 //
 // Batch invariance: every kernel is a template over NR (rows of activations sharing one weight row).
-// Per row, the operations and their order do not depend on NR, so vec_dot (NR = 1) and vec_dot_4
-// (NR = 4) give identical bits. No branch depends on the data.
+// Per row, the operations and their order do not depend on NR, so vec_dot (NR = 1) and vec_dot_k
+// (NR = k <= 8) give identical bits. No branch depends on the data.
 #pragma once
 #include <immintrin.h>
 
@@ -48,6 +50,19 @@ static inline __m256i bits_to_0x10(uint32_t bits) {
   v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bitm), bitm);
   return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
 }
+
+// Q4_K/Q5_K packed scales -> bytes 0..7 = the 8 six-bit scales, bytes 8..15 = the 8 mins
+// (get_scale_min_k4 for all j at once, on three 32-bit words).
+static inline __m128i q4k_scales_mins(const uint8_t* q) {
+  uint32_t u[3]; std::memcpy(u, q, 12);
+  const uint32_t k1 = 0x3f3f3f3f, k2 = 0x0f0f0f0f, k3 = 0x03030303;
+  const uint32_t sc_lo = u[0] & k1, mn_lo = u[1] & k1;
+  const uint32_t sc_hi = (u[2] & k2) | (((u[0] >> 6) & k3) << 4);
+  const uint32_t mn_hi = ((u[2] >> 4) & k2) | (((u[1] >> 6) & k3) << 4);
+  return _mm_set_epi32((int)mn_hi, (int)mn_lo, (int)sc_hi, (int)sc_lo);
+}
+// int16 lane pattern selecting word j of a 128-bit lane (for _mm256_shuffle_epi8 broadcasts)
+static inline __m256i word_bcast_ctl(int j) { return _mm256_set1_epi16((short)(((2 * j + 1) << 8) | (2 * j))); }
 
 static inline const uint8_t* row(const void* y, size_t by, int r) { return (const uint8_t*)y + r * by; }
 
@@ -152,8 +167,12 @@ static void dot_q45_K(int n, float* s, const void* vx, const void* vy, size_t by
       const block_q4_K& b = ((const block_q4_K*)vx)[i];
       scales = b.scales; qs = b.qs; hd = b.d; hdmin = b.dmin;
     }
-    uint8_t sc[8], mn[8];
-    for (int j = 0; j < 8; j++) get_scale_min_k4(j, scales, &sc[j], &mn[j]);
+    // scales as int16 words broadcast per sub-block: madd applies them exactly (the integer lanes are
+    // the same as dot-then-multiply, so the float side is unchanged)
+    const __m128i sm = q4k_scales_mins(scales);
+    const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
+    __m256i scv[8];
+    for (int j = 0; j < 8; j++) scv[j] = _mm256_shuffle_epi8(sc16, word_bcast_ctl(j));
     __m256i wq[8];
     __m256i qh = Q5 ? _mm256_loadu_si256((const __m256i*)qhp) : _mm256_setzero_si256();
     for (int c = 0; c < 4; c++) {
@@ -168,15 +187,13 @@ static void dot_q45_K(int n, float* s, const void* vx, const void* vy, size_t by
         }
       }
     }
-    const __m128i mins16 = _mm_cvtepu8_epi16(_mm_set_epi8(0, 0, 0, 0, 0, 0, 0, 0, mn[7], mn[6], mn[5], mn[4], mn[3], mn[2], mn[1], mn[0]));
+    const __m128i mins16 = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
     const float d = h2f(hd), dmin = h2f(hdmin);
     for (int r = 0; r < NR; r++) {
       const block_q8_K* y = (const block_q8_K*)row(vy, by, r) + i;
       __m256i isum = _mm256_setzero_si256();
-      for (int j = 0; j < 8; j++) {
-        const __m256i p = dot_u8s8(wq[j], _mm256_loadu_si256((const __m256i*)(y->qs + 32 * j)));
-        isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(p, _mm256_set1_epi32(sc[j])));
-      }
+      for (int j = 0; j < 8; j++)
+        isum = madd16_acc(isum, _mm256_maddubs_epi16(wq[j], _mm256_loadu_si256((const __m256i*)(y->qs + 32 * j))), scv[j]);
       const __m256i bs = _mm256_loadu_si256((const __m256i*)y->bsums);
       const __m128i q8s = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
       const __m128i prod = _mm_madd_epi16(mins16, q8s);
@@ -217,23 +234,23 @@ static void dot_q4_K_rp(int n, float* s, const void* vx, const void* vy, size_t 
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   for (int i = 0; i < n / QK_K; i++) {
     const block_q4_K& b = ((const block_q4_K*)vx)[i];
-    uint8_t sc[8], mn[8];
-    for (int j = 0; j < 8; j++) get_scale_min_k4(j, b.scales, &sc[j], &mn[j]);
+    const __m128i sm = q4k_scales_mins(b.scales);
+    const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
+    __m256i scv[8];
+    for (int j = 0; j < 8; j++) scv[j] = _mm256_shuffle_epi8(sc16, word_bcast_ctl(j));
     __m256i wq[8];
     for (int c = 0; c < 4; c++) {
       const __m256i q = _mm256_loadu_si256((const __m256i*)(b.qs + 32 * c));
       wq[2 * c] = _mm256_and_si256(q, m4);
       wq[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
     }
-    const __m128i mins16 = _mm_cvtepu8_epi16(_mm_set_epi8(0, 0, 0, 0, 0, 0, 0, 0, mn[7], mn[6], mn[5], mn[4], mn[3], mn[2], mn[1], mn[0]));
+    const __m128i mins16 = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
     const float d = h2f(b.d), dmin = h2f(b.dmin);
     for (int r = 0; r < NR; r++) {
       const block_q8_K* y = (const block_q8_K*)row(vy, by, r) + i;
       __m256i isum = _mm256_setzero_si256();
-      for (int j = 0; j < 8; j++) {
-        const __m256i p = dot_u8s8(wq[j], _mm256_loadu_si256((const __m256i*)(y->qs + 32 * j)));
-        isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(p, _mm256_set1_epi32(sc[j])));
-      }
+      for (int j = 0; j < 8; j++)
+        isum = madd16_acc(isum, _mm256_maddubs_epi16(wq[j], _mm256_loadu_si256((const __m256i*)(y->qs + 32 * j))), scv[j]);
       const __m256i bs = _mm256_loadu_si256((const __m256i*)y->bsums);
       const __m128i q8s = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
       const __m128i pr = _mm_madd_epi16(mins16, q8s);
@@ -267,7 +284,7 @@ static void dot_q6_K(int n, float* s, const void* vx, const void* vy, size_t by)
         const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * g), m3);
         wq[4 * h + g] = _mm256_or_si256(lo[g], _mm256_slli_epi16(hi, 4));
         const int sb = 2 * (4 * h + g);  // two 16-scales per group of 32
-        scv[4 * h + g] = _mm256_set_m128i(_mm_set1_epi32(x[i].scales[sb + 1]), _mm_set1_epi32(x[i].scales[sb]));
+        scv[4 * h + g] = _mm256_set_m128i(_mm_set1_epi16(x[i].scales[sb + 1]), _mm_set1_epi16(x[i].scales[sb]));
       }
     }
     // 32 * sum_j sc[j] * bsums[j] (weights stored +32)
@@ -276,10 +293,8 @@ static void dot_q6_K(int n, float* s, const void* vx, const void* vy, size_t by)
     for (int r = 0; r < NR; r++) {
       const block_q8_K* y = (const block_q8_K*)row(vy, by, r) + i;
       __m256i isum = _mm256_setzero_si256();
-      for (int k = 0; k < 8; k++) {
-        const __m256i p = dot_u8s8(wq[k], _mm256_loadu_si256((const __m256i*)(y->qs + 32 * k)));
-        isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(p, scv[k]));
-      }
+      for (int k = 0; k < 8; k++)
+        isum = madd16_acc(isum, _mm256_maddubs_epi16(wq[k], _mm256_loadu_si256((const __m256i*)(y->qs + 32 * k))), scv[k]);
       const __m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i*)y->bsums));
       isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(off, 5));
       acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(y->d * d), acc[r]);
@@ -300,7 +315,7 @@ static void dot_iq4_xs(int n, float* s, const void* vx, const void* vy, size_t b
     for (int ib = 0; ib < 8; ib++) {
       wq[ib] = _mm256_shuffle_epi8(tbl, unpack_nibbles16(x[i].qs + 16 * ib));
       aq[ib] = _mm256_sign_epi8(wq[ib], wq[ib]);
-      scv[ib] = _mm256_set1_epi32(iq4xs_scale(x[i], ib) - 32);
+      scv[ib] = _mm256_set1_epi16((short)(iq4xs_scale(x[i], ib) - 32));
     }
     const float d = h2f(x[i].d);
     for (int r = 0; r < NR; r++) {
@@ -308,7 +323,7 @@ static void dot_iq4_xs(int n, float* s, const void* vx, const void* vy, size_t b
       __m256i isum = _mm256_setzero_si256();
       for (int ib = 0; ib < 8; ib++) {
         const __m256i yq = _mm256_loadu_si256((const __m256i*)(y->qs + 32 * ib));
-        isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(dot_u8s8(aq[ib], _mm256_sign_epi8(yq, wq[ib])), scv[ib]));
+        isum = madd16_acc(isum, _mm256_maddubs_epi16(aq[ib], _mm256_sign_epi8(yq, wq[ib])), scv[ib]);
       }
       acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(y->d * d), acc[r]);
     }
@@ -318,33 +333,48 @@ static void dot_iq4_xs(int n, float* s, const void* vx, const void* vy, size_t b
 
 // ---------------------------------------------------------------- wrappers
 
-template <class W> static void vd_signed(int n, float* s, const void* x, const void* y) { dot_signed_q8_0<W, 1>(n, s, x, y, 0); }
-template <class W> static void vd4_signed(int n, float* s, const void* x, const void* y, size_t by) { dot_signed_q8_0<W, 4>(n, s, x, y, by); }
-template <class W> static void vd_unsigned(int n, float* s, const void* x, const void* y) { dot_unsigned_q8_1<W, 1>(n, s, x, y, 0); }
-template <class W> static void vd4_unsigned(int n, float* s, const void* x, const void* y, size_t by) { dot_unsigned_q8_1<W, 4>(n, s, x, y, by); }
-template <bool Q5> static void vd_q45_K(int n, float* s, const void* x, const void* y) { dot_q45_K<Q5, 1>(n, s, x, y, 0); }
-template <bool Q5> static void vd4_q45_K(int n, float* s, const void* x, const void* y, size_t by) { dot_q45_K<Q5, 4>(n, s, x, y, by); }
-static void vd_q6_K(int n, float* s, const void* x, const void* y) { dot_q6_K<1>(n, s, x, y, 0); }
-static void vd4_q6_K(int n, float* s, const void* x, const void* y, size_t by) { dot_q6_K<4>(n, s, x, y, by); }
-static void vd_q4_K_rp(int n, float* s, const void* x, const void* y) { dot_q4_K_rp<1>(n, s, x, y, 0); }
-static void vd4_q4_K_rp(int n, float* s, const void* x, const void* y, size_t by) { dot_q4_K_rp<4>(n, s, x, y, by); }
-static void vd_iq4_xs(int n, float* s, const void* x, const void* y) { dot_iq4_xs<1>(n, s, x, y, 0); }
-static void vd4_iq4_xs(int n, float* s, const void* x, const void* y, size_t by) { dot_iq4_xs<4>(n, s, x, y, by); }
+// K is a kernel family: K::template run<NR>(n, s, x, y, by). vd1 is its vec_dot (NR = 1), vdk its
+// vec_dot_k (k rows through the NR = k instance: one decode of the weight row, per-row order kept).
+template <class K> static void vd1(int n, float* s, const void* x, const void* y) { K::template run<1>(n, s, x, y, 0); }
+template <class K> static void vdk(int n, float* s, const void* x, const void* y, size_t by, int k) {
+  switch (k) {
+    case 1: K::template run<1>(n, s, x, y, by); break;
+    case 2: K::template run<2>(n, s, x, y, by); break;
+    case 3: K::template run<3>(n, s, x, y, by); break;
+    case 4: K::template run<4>(n, s, x, y, by); break;
+    case 5: K::template run<5>(n, s, x, y, by); break;
+    case 6: K::template run<6>(n, s, x, y, by); break;
+    case 7: K::template run<7>(n, s, x, y, by); break;
+    case 8: K::template run<8>(n, s, x, y, by); break;
+    default: __builtin_trap();  // callers split batches into groups of at most kMaxRowsK
+  }
+}
+#define PYLLM_KERNEL_FAMILY(NAME, CALL) \
+  struct NAME { template <int NR> static void run(int n, float* s, const void* x, const void* y, size_t by) { CALL; } }
+template <class W> PYLLM_KERNEL_FAMILY(K_signed, (dot_signed_q8_0<W, NR>(n, s, x, y, by)));
+template <class W> PYLLM_KERNEL_FAMILY(K_unsigned, (dot_unsigned_q8_1<W, NR>(n, s, x, y, by)));
+template <bool Q5> PYLLM_KERNEL_FAMILY(K_q45_K, (dot_q45_K<Q5, NR>(n, s, x, y, by)));
+PYLLM_KERNEL_FAMILY(K_q6_K, (dot_q6_K<NR>(n, s, x, y, by)));
+PYLLM_KERNEL_FAMILY(K_q4_K_rp, (dot_q4_K_rp<NR>(n, s, x, y, by)));
+PYLLM_KERNEL_FAMILY(K_iq4_xs, (dot_iq4_xs<NR>(n, s, x, y, by)));
 
-// Installs the quantized kernels shared by both levels (vec_dot_4 too when `with4`).
-static void install_quant_kernels(type_traits* t, bool with4) {
-  auto put = [&](ggml_type id, vec_dot_fn f, vec_dot_4_fn f4) { t[id].vec_dot = f; t[id].vec_dot_4 = with4 ? f4 : nullptr; };
-  put(GGML_TYPE_Q8_0, vd_signed<W_q8_0>, vd4_signed<W_q8_0>);
-  put(GGML_TYPE_Q4_0, vd_signed<W_q4_0>, vd4_signed<W_q4_0>);
-  put(GGML_TYPE_Q5_0, vd_signed<W_q5_0>, vd4_signed<W_q5_0>);
-  put(GGML_TYPE_IQ4_NL, vd_signed<W_iq4_nl>, vd4_signed<W_iq4_nl>);
-  put(GGML_TYPE_Q4_1, vd_unsigned<W_q4_1>, vd4_unsigned<W_q4_1>);
-  put(GGML_TYPE_Q5_1, vd_unsigned<W_q5_1>, vd4_unsigned<W_q5_1>);
-  put(GGML_TYPE_Q4_K, vd_q45_K<false>, vd4_q45_K<false>);
-  t[GGML_TYPE_Q4_K].vec_dot_rp = vd_q4_K_rp;
-  put(GGML_TYPE_Q5_K, vd_q45_K<true>, vd4_q45_K<true>);
-  put(GGML_TYPE_Q6_K, vd_q6_K, vd4_q6_K);
-  put(GGML_TYPE_IQ4_XS, vd_iq4_xs, vd4_iq4_xs);
+// Installs the quantized kernels shared by both levels.
+static void install_quant_kernels(type_traits* t) {
+  auto put = [&](ggml_type id, vec_dot_fn f, vec_dot_k_fn fk) { t[id].vec_dot = f; t[id].vec_dot_k = fk; };
+#define PYLLM_PUT(ID, ...) put(ID, vd1<__VA_ARGS__>, vdk<__VA_ARGS__>)
+  PYLLM_PUT(GGML_TYPE_Q8_0, K_signed<W_q8_0>);
+  PYLLM_PUT(GGML_TYPE_Q4_0, K_signed<W_q4_0>);
+  PYLLM_PUT(GGML_TYPE_Q5_0, K_signed<W_q5_0>);
+  PYLLM_PUT(GGML_TYPE_IQ4_NL, K_signed<W_iq4_nl>);
+  PYLLM_PUT(GGML_TYPE_Q4_1, K_unsigned<W_q4_1>);
+  PYLLM_PUT(GGML_TYPE_Q5_1, K_unsigned<W_q5_1>);
+  PYLLM_PUT(GGML_TYPE_Q4_K, K_q45_K<false>);
+  PYLLM_PUT(GGML_TYPE_Q5_K, K_q45_K<true>);
+  PYLLM_PUT(GGML_TYPE_Q6_K, K_q6_K);
+  PYLLM_PUT(GGML_TYPE_IQ4_XS, K_iq4_xs);
+#undef PYLLM_PUT
+  t[GGML_TYPE_Q4_K].vec_dot_rp = vd1<K_q4_K_rp>;
+  t[GGML_TYPE_Q4_K].vec_dot_rp_k = vdk<K_q4_K_rp>;
 }
 
 }  // namespace SIMD_NS

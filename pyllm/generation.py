@@ -1,0 +1,291 @@
+"""The one generation loop over the core: requests begin on sequences of one Context, step() advances all of
+them in one batched decode, and each sequence's new tokens become text (UTF-8 safe, stop strings applied),
+probabilities, timings and a final summary.
+
+Every caller drives this class: the server's scheduler (pyllm/server/engine.py: many sequences, one worker
+thread), `pyllm generate`, pyllm-bench's in-process runner and `pyllm.Llama` (one sequence, through `run`).
+
+    gen = Generator(Model(path, load_mtp=True), n_ctx=4096, spec_type="draft-mtp", n_max=3)
+    for ev in gen.run(Request(prompt=gen.model.tokenize("def f("), sampling={"temperature": 0}, n_predict=32)):
+        print(ev.text, end="")        # "token" events, then one "done" event with ev.data = the summary
+
+step() releases the GIL inside the core for the whole decode; this module only does the per-token bookkeeping.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Iterator, Optional
+
+from .detok import TextStream
+from .model import Model
+
+
+def default_threads() -> int:
+    """Threads when none are given: the cores, at most 4 (past that the small models stop scaling)."""
+    return max(1, min(os.cpu_count() or 1, 4))
+
+
+@dataclass
+class Request:
+    """One generation: prompt token ids and how to sample and stop."""
+    prompt: list
+    sampling: dict = field(default_factory=dict)  # sampler params, llama-server names (temperature, top_k, ...)
+    n_predict: int = -1                  # -1: until end-of-generation or the context is full
+    stop: list = field(default_factory=list)      # stop strings (cut from the text)
+    n_probs: int = 0                     # top-n probabilities per token (softmax of the raw logits)
+    cache_prompt: bool = True            # reuse the common prefix the sequence holds
+    timings_per_token: bool = False      # token events carry running timings
+    special: bool = False                # render control tokens (<|im_end|>, EOS) as text
+
+
+@dataclass
+class Event:
+    """What a sequence produced: "token" (text / tokens / probs of one step) or "done" (data = summary)."""
+    kind: str                 # "begin" | "token" | "done" | "error"
+    text: str = ""
+    tokens: list = field(default_factory=list)
+    probs: list = field(default_factory=list)     # raw (token id, {"p": p, "top": [(id, p)]} or None) per token
+    data: dict = field(default_factory=dict)
+    seq: int = -1
+
+
+class _Seq:
+    """A running request's state."""
+
+    def __init__(self, req: Request, model: Model, n_cached: int):
+        self.req = req
+        self.stream = TextStream(model, req.stop, req.special)
+        self.tokens: list = []
+        self.probs_pending: list = []  # probs of tokens whose text is not delivered yet
+        self.toks_pending: list = []   # ids of tokens whose text is not delivered yet
+        self.stop_type = "none"
+        self.has_new_line = False
+        self.truncated = False
+        self.n_cached = n_cached
+        self.t_first: Optional[float] = None
+
+
+def logprob(p: float) -> float:
+    """log(p), -inf for 0 (JSON writers turn it into null)."""
+    return math.log(p) if p > 0 else float("-inf")
+
+
+class Generator:
+    """A model and one core Context of n_seq sequences (the KV / recurrent memory, batched decoding, MTP)."""
+
+    def __init__(self, model: Model, n_ctx: int = 0, n_seq: int = 1, n_batch: int = 2048, n_ubatch: int = 512,
+                 n_threads: int = 0, spec_type: str = "none", n_max: int = 3, n_min: int = 0, p_min: float = 0.0,
+                 synth_len: float = -1.0, synth_rates=()):
+        self.model = model
+        self.n_ctx = n_ctx if n_ctx > 0 else (model.n_ctx_train or 4096)  # 0: the model's training context
+        self.n_threads = n_threads if n_threads > 0 else default_threads()
+        self.spec = spec_type
+        # -1 = unset, as upstream; the core validates every spec parameter (one place)
+        self.ctx = model.core.Context(model._m, self.n_ctx, n_seq, n_batch=n_batch, n_ubatch=n_ubatch,
+                                      n_threads=self.n_threads, spec_type=spec_type, n_max=n_max, n_min=n_min,
+                                      p_min=p_min, synth_len=float(synth_len),
+                                      synth_rates=[float(x) for x in synth_rates])
+        self.n_seq = n_seq
+        self.n_ctx_seq = int(getattr(self.ctx, "n_ctx_seq", self.n_ctx // n_seq))
+        self.held = [[] for _ in range(n_seq)]   # the tokens each sequence's memory holds (prompt + generated)
+        self._seqs: dict = {}                    # seq -> _Seq while running
+
+    @classmethod
+    def from_params(cls, model: Model, p, n_seq: int) -> "Generator":
+        """The Generator for parsed llama.cpp flags (pyllm.args.Params): the one place flags become core params."""
+        return cls(model, p.n_ctx, n_seq, n_batch=p.n_batch, n_ubatch=p.n_ubatch, n_threads=p.n_threads,
+                   spec_type=p.spec_type if p.speculative else "none", n_max=p.spec_draft_n_max,
+                   n_min=p.spec_draft_n_min, p_min=p.spec_draft_p_min, synth_len=p.spec_synth_len,
+                   synth_rates=p.spec_synth_rates)
+
+    # ---------------------------------------------------------------- sequences
+    def begin(self, seq: int, req: Request) -> int:
+        """Start `req` on sequence `seq`; returns how many prompt tokens were reused from what it held.
+        ValueError / IndexError for a bad prompt (empty, too long, invalid ids) or bad sampling params."""
+        params = dict(req.sampling)
+        params["n_predict"] = req.n_predict
+        params["n_probs"] = req.n_probs
+        params["cache_prompt"] = req.cache_prompt
+        if not req.cache_prompt:  # the core always reuses the common prefix: drop it first
+            self.ctx.seq_clear(seq)
+            self.held[seq] = []
+        n_cached = int(self.ctx.seq_begin(self.model._m, seq, req.prompt, params))
+        self._seqs[seq] = _Seq(req, self.model, n_cached)
+        self.held[seq] = list(req.prompt)
+        return n_cached
+
+    def running(self, seq: int) -> bool:
+        return seq in self._seqs
+
+    def progress(self, seq: int) -> Optional[tuple]:
+        """(tokens generated, whether a newline was delivered) of a running sequence, else None."""
+        run = self._seqs.get(seq)
+        return (len(run.tokens), run.has_new_line) if run is not None else None
+
+    @property
+    def n_running(self) -> int:
+        return len(self._seqs)
+
+    def cancel(self, seq: int) -> Optional[dict]:
+        """Stop a running sequence now; returns its summary (as a "done" event's data), None if not running."""
+        run = self._seqs.get(seq)
+        if run is None:
+            return None
+        try:
+            self.ctx.seq_end(seq)
+        except Exception:
+            pass
+        run.stream.close()
+        return self._finish(seq, run)
+
+    def clear(self, seq: int) -> None:
+        """Forget what the sequence holds (its next request evaluates the whole prompt)."""
+        self.cancel(seq)
+        self.ctx.seq_clear(seq)
+        self.held[seq] = []
+
+    # ---------------------------------------------------------------- the loop
+    def step(self) -> list:
+        """One batched decode of every running sequence -> its events ("token" then maybe "done").
+        A failing decode ends every running sequence and raises."""
+        try:
+            results = self.ctx.step()
+        except Exception:
+            for seq in list(self._seqs):
+                try:
+                    self.ctx.seq_end(seq)
+                except Exception:
+                    pass
+            self._seqs.clear()
+            raise
+        events = []
+        for r in results:
+            seq = r["seq"]
+            run = self._seqs.get(seq)
+            if run is not None:
+                self._on_result(seq, run, r, events)
+        return events
+
+    def run(self, req: Request, seq: int = 0) -> Iterator[Event]:
+        """Begin `req` on `seq` and step until it is done: its "token" events, then its "done" event.
+        Closing the iterator early (break) cancels the sequence."""
+        self.begin(seq, req)
+        try:
+            while seq in self._seqs:
+                for ev in self.step():
+                    if ev.seq == seq:
+                        yield ev
+        finally:
+            self.cancel(seq)
+
+    def global_stats(self) -> Optional[dict]:
+        try:
+            return self.ctx.global_stats()
+        except Exception:
+            return None
+
+    def seq_stats(self, seq: int) -> dict:
+        try:
+            return dict(self.ctx.seq_stats(seq))
+        except Exception:
+            return {}
+
+    def acceptance_line(self, seq: int) -> str:
+        """llama.cpp's `draft acceptance = ...` line for the sequence's last request."""
+        try:
+            return self.ctx.acceptance_line(seq)
+        except Exception:
+            return ""
+
+    # ---------------------------------------------------------------- per sequence
+    def _on_result(self, seq: int, run: _Seq, r: dict, events: list):
+        req = run.req
+        toks = r.get("tokens") or []
+        probs = r.get("probs") or [None] * len(toks)
+        stop_now = False
+        run.toks_pending.extend(toks)
+        if toks and run.t_first is None:
+            run.t_first = time.perf_counter()
+        held = self.held[seq]
+        for i, tok in enumerate(toks):
+            run.tokens.append(tok)
+            held.append(tok)
+            if req.n_probs > 0:
+                run.probs_pending.append((tok, probs[i] if i < len(probs) else None))
+            if run.stream.push(tok):
+                run.stop_type = "word"
+                stop_now = True
+                break
+        done = bool(r.get("done")) or stop_now
+        if stop_now:
+            try:
+                self.ctx.seq_end(seq)
+            except Exception:
+                pass
+        elif done:
+            run.stream.close()
+            reason = r.get("stop")
+            if reason == "eos":
+                run.stop_type = "eos"
+            else:
+                run.stop_type = "limit"
+                run.truncated = reason == "ctx"
+        chunk = run.stream.take(final=done)
+        if chunk:
+            if "\n" in chunk:
+                run.has_new_line = True
+            pr, run.probs_pending = (run.probs_pending, []) if req.n_probs > 0 else ([], run.probs_pending)
+            sent, run.toks_pending = run.toks_pending, []
+            data = {"n_decoded": len(run.tokens)}
+            if req.timings_per_token:
+                st = self.seq_stats(seq)
+                if run.t_first is not None and not float(st.get("t_gen_ms", 0) or 0):
+                    st["t_gen_ms"] = (time.perf_counter() - run.t_first) * 1e3
+                data["timings"] = self._timings(run, st)
+            events.append(Event("token", text=chunk, tokens=sent, probs=pr, data=data, seq=seq))
+        if done:
+            events.append(Event("done", data=self._finish(seq, run), seq=seq))
+
+    def _finish(self, seq: int, run: _Seq) -> dict:
+        """The summary of a finished (or cancelled) sequence."""
+        self._seqs.pop(seq, None)
+        st = self.seq_stats(seq)
+        line = self.acceptance_line(seq) if self.spec != "none" else ""
+        return {
+            "seq": seq, "text": run.stream.text, "tokens": list(run.tokens), "n_decoded": len(run.tokens),
+            "n_prompt": len(run.req.prompt), "n_cached": int(st.get("n_cached", run.n_cached)),
+            "stop_type": run.stop_type, "stopping_word": run.stream.stopping_word,
+            "has_new_line": run.has_new_line or "\n" in run.stream.text, "truncated": run.truncated,
+            "timings": self._timings(run, st), "stats": st, "acceptance_line": line,
+            "n_held": len(self.held[seq]),
+            "probs_tail": [] if run.stop_type == "word" else list(run.probs_pending),
+        }
+
+    def _timings(self, run: _Seq, st: dict) -> dict:
+        """llama-server's timings object from the core's per-sequence statistics."""
+        cache_n = int(st.get("n_cached", run.n_cached))
+        prompt_n = max(0, int(st.get("n_prompt", len(run.req.prompt))) - cache_n)
+        prompt_ms = float(st.get("t_prompt_ms", 0.0) or 0.0)
+        n = len(run.tokens)
+        pred_ms = float(st.get("t_gen_ms", 0.0) or 0.0)
+        if n > 0:
+            pred_ms = max(pred_ms, 1e-3)
+        t = {
+            "cache_n": cache_n,
+            "prompt_n": prompt_n,
+            "prompt_ms": prompt_ms,
+            "prompt_per_token_ms": prompt_ms / prompt_n if prompt_n > 0 else 0.0,
+            "prompt_per_second": 1e3 / prompt_ms * prompt_n if prompt_ms > 0 else 0.0,
+            "predicted_n": n,
+            "predicted_ms": pred_ms,
+            "predicted_per_token_ms": pred_ms / (n - 1) if n > 1 else 0.0,
+            "predicted_per_second": 1e3 / pred_ms * (n - 1) if n > 1 and pred_ms > 0 else 0.0,
+        }
+        n_draft = int(st.get("n_draft", 0) or 0)
+        if n_draft > 0 or (self.spec != "none" and int(st.get("n_verif_steps", 0) or 0) > 0):
+            t["draft_n"] = n_draft
+            t["draft_n_accepted"] = int(st.get("n_draft_accepted", 0) or 0)
+        return t

@@ -1,0 +1,421 @@
+"""`pyllm.Llama`: llama-cpp-python's `Llama` (same names, arguments and return shapes) on pyllm, with MTP.
+
+    from pyllm import Llama
+    llm = Llama(model_path="models/qwen35-tiny-mtp-Q8_0.gguf", spec_type="draft-mtp", spec_draft_n_max=3)
+    out = llm("def f(", max_tokens=32, temperature=0)          # {"choices": [{"text": ...}], "usage": ...}
+    for chunk in llm.create_chat_completion([{"role": "user", "content": "hi"}], stream=True): ...
+    llm.last_spec_stats                                          # drafted / accepted tokens of that call
+
+Speculative decoding is lossless: spec_type="draft-mtp" gives the output plain decoding gives, faster.
+An argument llama-cpp-python has and pyllm does not implement raises (TypeError / ValueError /
+NotImplementedError naming it); GPU and memory-mapping options warn that pyllm runs on the CPU.
+"""
+from __future__ import annotations
+
+import sys
+import warnings
+from typing import Iterator, List, Optional, Union
+
+from .chat import BUILTIN_TEMPLATES, apply_chat_template, normalize_messages, resolve_chat_template
+from .generation import Generator, Request, default_threads
+from .llama_format import Shapes, chat_logprobs, completion_logprobs, finish_reason, usage
+from .model import Model
+
+LLAMA_DEFAULT_SEED = 0xFFFFFFFF
+
+# llama-cpp-python's chat_format names -> pyllm's built-in templates (None: the GGUF's own template)
+CHAT_FORMATS = {"chatml": "chatml", "llama-2": "llama2", "llama-3": "llama3", "gemma": "gemma", "zephyr": "zephyr",
+                "phi3": "phi3", "mistral-v7": "mistral-v7", **{k: k for k in BUILTIN_TEMPLATES}}
+
+# Llama() arguments of llama-cpp-python that pyllm has no use for on the CPU: a non-default value warns
+_CPU_NOOPS = {"n_gpu_layers": 0, "split_mode": 1, "main_gpu": 0, "tensor_split": None, "offload_kqv": True,
+              "flash_attn": False, "op_offload": None, "use_mmap": True, "use_mlock": False, "numa": False,
+              "no_perf": False, "swa_full": None}
+# ... and those that would change what the model computes: a non-default value raises ValueError
+_UNSUPPORTED = {"vocab_only": False, "kv_overrides": None, "rope_scaling_type": -1, "pooling_type": -1,
+                "attention_type": -1, "rope_freq_base": 0.0, "rope_freq_scale": 0.0, "yarn_ext_factor": -1.0,
+                "yarn_attn_factor": 1.0, "yarn_beta_fast": 32.0, "yarn_beta_slow": 1.0, "yarn_orig_ctx": 0,
+                "logits_all": False, "embedding": False, "lora_base": None, "lora_scale": 1.0, "lora_path": None,
+                "chat_handler": None, "draft_model": None, "tokenizer": None, "type_k": None, "type_v": None,
+                "spm_infill": False}
+
+
+def _check_unsupported(where: str, **given):
+    """Sampling / call arguments pyllm does not implement: anything but the default raises, naming it."""
+    for name, (value, default) in given.items():
+        if value != default:
+            raise ValueError(f"{where}: {name}={value!r} is not supported by pyllm")
+
+
+class Llama:
+    """A GGUF model ready to generate, with llama-cpp-python's API.
+
+    Args:
+        model_path: the .gguf file.
+        n_ctx: context size in tokens (0: the model's training context). Default 512, as llama-cpp-python.
+        n_batch, n_ubatch: prompt tokens per logical / physical batch.
+        n_threads: CPU threads (None: the cores, at most 4).
+        seed: sampling seed used when a call gives none (default: a random seed per call).
+        chat_format: a built-in template name ("chatml", "llama-2", "llama-3", "gemma", "zephyr", "phi3",
+            "mistral-v7"); None uses the GGUF's tokenizer.chat_template (ChatML when it has none).
+        last_n_tokens_size: how many recent tokens the repeat / presence / frequency penalties look at.
+        verbose: print a timing line to stderr after each call.
+        spec_type: "none" or "draft-mtp" (Multi-Token-Prediction speculative decoding with the file's MTP layer).
+        spec_draft_n_max, spec_draft_n_min, spec_draft_p_min: draft length bounds and minimum draft probability
+            (llama.cpp's --spec-draft-n-max / -n-min / -p-min).
+    Raises ValueError (a bad file, an unsupported argument, a model without MTP layers for draft-mtp) and
+    TypeError for an argument llama-cpp-python does not have either.
+    """
+
+    def __init__(self, model_path: str, *, n_ctx: int = 512, n_batch: int = 512, n_ubatch: int = 512,
+                 n_threads: Optional[int] = None, n_threads_batch: Optional[int] = None,
+                 seed: int = LLAMA_DEFAULT_SEED, chat_format: Optional[str] = None, last_n_tokens_size: int = 64,
+                 verbose: bool = True, spec_type: str = "none", spec_draft_n_max: int = 3, spec_draft_n_min: int = 0,
+                 spec_draft_p_min: float = 0.0, **kwargs):
+        for name, value in kwargs.items():
+            if name in _CPU_NOOPS:
+                if value != _CPU_NOOPS[name]:
+                    warnings.warn(f"pyllm runs on the CPU: ignoring {name}={value!r}", RuntimeWarning, stacklevel=2)
+            elif name in _UNSUPPORTED:
+                if value != _UNSUPPORTED[name]:
+                    hint = " (use spec_type='draft-mtp')" if name == "draft_model" else ""
+                    raise ValueError(f"Llama: {name}={value!r} is not supported by pyllm{hint}")
+            else:
+                raise TypeError(f"Llama() got an unexpected keyword argument '{name}'")
+        if n_threads_batch is not None and n_threads_batch != n_threads:
+            warnings.warn("pyllm uses one thread count for prompt and generation: ignoring n_threads_batch="
+                          f"{n_threads_batch}", RuntimeWarning, stacklevel=2)
+        if chat_format is not None and chat_format not in CHAT_FORMATS:
+            raise ValueError(f"Llama: chat_format {chat_format!r} is not supported by pyllm "
+                             f"(supported: {', '.join(sorted(CHAT_FORMATS))}; None = the GGUF's template)")
+        if spec_type not in ("none", "draft-mtp"):
+            raise ValueError(f"Llama: spec_type {spec_type!r} is not supported by pyllm (supported: none, draft-mtp)")
+        self.model_path = model_path
+        self.verbose = verbose
+        self.chat_format = chat_format
+        self.last_n_tokens_size = last_n_tokens_size
+        self.spec_type = spec_type
+        self._seed = seed
+        self._model = Model(model_path, load_mtp=(spec_type == "draft-mtp"))
+        self._gen = Generator(self._model, n_ctx, 1, n_batch=n_batch, n_ubatch=n_ubatch,
+                              n_threads=n_threads or default_threads(), spec_type=spec_type, n_max=spec_draft_n_max,
+                              n_min=spec_draft_n_min, p_min=spec_draft_p_min)
+        self._chat_template = resolve_chat_template(CHAT_FORMATS.get(chat_format) if chat_format else None,
+                                                    {"tokenizer.chat_template": self._model.chat_template})
+        self.metadata = {k: _meta_str(v) for k, v in self._model.metadata().items() if not isinstance(v, list)}
+        self._active = None           # the running call's event iterator (a new call closes it)
+        self.last_spec_stats: Optional[dict] = None
+        self.last_timings: Optional[dict] = None
+
+    # ------------------------------------------------------------------ model / vocabulary
+    def n_ctx(self) -> int:
+        """Context size in tokens."""
+        return self._gen.n_ctx
+
+    def n_vocab(self) -> int:
+        return self._model.n_vocab
+
+    def n_embd(self) -> int:
+        return self._model.n_embd
+
+    def token_bos(self) -> int:
+        return self._model.bos
+
+    def token_eos(self) -> int:
+        return self._model.eos
+
+    def token_nl(self) -> int:
+        ids = self._model.tokenize("\n", False, False)
+        return ids[-1] if ids else -1
+
+    def tokenize(self, text: Union[bytes, str], add_bos: bool = True, special: bool = False) -> List[int]:
+        """Token ids of UTF-8 `text`. add_bos: add BOS when the model wants one; special: parse control tokens."""
+        if isinstance(text, (bytes, bytearray)):
+            text = bytes(text).decode("utf-8", "replace")
+        return self._model.tokenize(text, add_bos, special)
+
+    def detokenize(self, tokens: List[int], prev_tokens: Optional[List[int]] = None, special: bool = False) -> bytes:
+        """The bytes of `tokens` (prev_tokens is accepted for llama-cpp-python compatibility: pieces do not
+        depend on what precedes them here)."""
+        self._model.check_tokens(tokens)
+        return self._model.detokenize(tokens, special)
+
+    def reset(self):
+        """Forget the evaluated tokens: the next call evaluates its whole prompt."""
+        self._close_active()
+        self._gen.clear(0)
+
+    def close(self):
+        self._close_active()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ------------------------------------------------------------------ generation
+    def generate(self, tokens: List[int], top_k: int = 40, top_p: float = 0.95, min_p: float = 0.05,
+                 typical_p: float = 1.0, temp: float = 0.80, repeat_penalty: float = 1.0, reset: bool = True,
+                 frequency_penalty: float = 0.0, presence_penalty: float = 0.0, tfs_z: float = 1.0,
+                 mirostat_mode: int = 0, mirostat_tau: float = 5.0, mirostat_eta: float = 0.1,
+                 penalize_nl: bool = True, logits_processor=None, stopping_criteria=None,
+                 grammar=None) -> Iterator[int]:
+        """Yield generated token ids for the prompt `tokens`, up to and including an end-of-generation token (or
+        until the context is full). `reset` makes no difference to the output: the common prefix with what was
+        evaluated before is always reused."""
+        _check_unsupported("generate", tfs_z=(tfs_z, 1.0), penalize_nl=(penalize_nl, True),
+                           logits_processor=(logits_processor, None), stopping_criteria=(stopping_criteria, None))
+        if grammar is not None:
+            raise NotImplementedError("generate: grammar is not supported by pyllm yet")
+        sampling = self._sampling(temp, top_p, top_k, min_p, typical_p, repeat_penalty, presence_penalty,
+                                  frequency_penalty, None, mirostat_mode, mirostat_tau, mirostat_eta, None)
+        req = self._request(list(tokens), sampling, -1, [], 0)
+        return self._tokens(req)
+
+    def _tokens(self, req: Request) -> Iterator[int]:
+        n = 0
+        for ev in self._events(req):
+            toks = ev.data["tokens"][n:] if ev.kind == "done" else ev.tokens
+            n += len(toks)
+            yield from toks
+
+    def create_completion(self, prompt: Union[str, List[int]], suffix: Optional[str] = None,
+                          max_tokens: Optional[int] = 16, temperature: float = 0.8, top_p: float = 0.95,
+                          min_p: float = 0.05, typical_p: float = 1.0, logprobs: Optional[int] = None,
+                          echo: bool = False, stop: Optional[Union[str, List[str]]] = None,
+                          frequency_penalty: float = 0.0, presence_penalty: float = 0.0, repeat_penalty: float = 1.0,
+                          top_k: int = 40, stream: bool = False, seed: Optional[int] = None, tfs_z: float = 1.0,
+                          mirostat_mode: int = 0, mirostat_tau: float = 5.0, mirostat_eta: float = 0.1,
+                          model: Optional[str] = None, stopping_criteria=None, logits_processor=None, grammar=None,
+                          logit_bias: Optional[dict] = None):
+        """Complete `prompt` (text, or token ids). Returns a CreateCompletionResponse dict
+        {id, object: "text_completion", created, model, choices: [{text, index, logprobs, finish_reason}], usage},
+        or with stream=True an iterator of chunks of that shape without usage (the last one carries the
+        finish_reason). max_tokens None or <= 0: until end-of-generation or a full context. logprobs=N: the N most
+        likely tokens per position (CompletionLogprobs). echo: the prompt is prepended to the text."""
+        _check_unsupported("create_completion", suffix=(suffix, None), tfs_z=(tfs_z, 1.0),
+                           stopping_criteria=(stopping_criteria, None), logits_processor=(logits_processor, None))
+        if grammar is not None:
+            raise NotImplementedError("create_completion: grammar is not supported by pyllm yet")
+        if echo and logprobs is not None:
+            raise ValueError("create_completion: echo=True with logprobs is not supported by pyllm "
+                             "(the prompt's logprobs are not computed)")
+        if logprobs is not None and (isinstance(logprobs, bool) or not isinstance(logprobs, int) or logprobs < 0):
+            raise ValueError(f"create_completion: logprobs must be a non-negative int, got {logprobs!r}")
+        toks = self._prompt_tokens(prompt)
+        prompt_text = prompt if isinstance(prompt, str) else self._model.detokenize(toks, False).decode("utf-8", "replace")
+        sampling = self._sampling(temperature, top_p, top_k, min_p, typical_p, repeat_penalty, presence_penalty,
+                                  frequency_penalty, seed, mirostat_mode, mirostat_tau, mirostat_eta, logit_bias)
+        n_top = -1 if logprobs is None else logprobs
+        req = self._request(toks, sampling, max_tokens, stop, max(n_top, 1) if n_top >= 0 else 0)
+        shapes = Shapes(model or self.model_path, chat=False)
+        echo_text = prompt_text if echo else ""
+        it = self._completion_chunks(req, shapes, n_top, echo_text, len(prompt_text))
+        return it if stream else _collect_completion(it, shapes, echo_text, len(toks))
+
+    def __call__(self, prompt: Union[str, List[int]], *args, **kwargs):
+        """create_completion(prompt, ...)."""
+        return self.create_completion(prompt, *args, **kwargs)
+
+    def create_chat_completion(self, messages: List[dict], functions=None, function_call=None, tools=None,
+                               tool_choice=None, temperature: float = 0.2, top_p: float = 0.95, top_k: int = 40,
+                               min_p: float = 0.05, typical_p: float = 1.0, stream: bool = False,
+                               stop: Optional[Union[str, List[str]]] = None, seed: Optional[int] = None,
+                               response_format=None, max_tokens: Optional[int] = None,
+                               presence_penalty: float = 0.0, frequency_penalty: float = 0.0,
+                               repeat_penalty: float = 1.0, tfs_z: float = 1.0, mirostat_mode: int = 0,
+                               mirostat_tau: float = 5.0, mirostat_eta: float = 0.1, model: Optional[str] = None,
+                               logits_processor=None, grammar=None, logit_bias: Optional[dict] = None,
+                               logprobs: Optional[bool] = None, top_logprobs: Optional[int] = None):
+        """Answer a list of chat messages, rendered with the model's chat template (see chat_format).
+        Returns a CreateChatCompletionResponse dict {id, object: "chat.completion", created, model,
+        choices: [{index, message: {role, content}, logprobs, finish_reason}], usage}, or with stream=True an
+        iterator of "chat.completion.chunk" dicts whose choices carry a delta: {"role": "assistant"} first, then
+        {"content": ...}, then {} with the finish_reason. logprobs=True (+ top_logprobs=N): OpenAI's logprobs."""
+        for name, value in (("functions", functions), ("function_call", function_call), ("tools", tools),
+                            ("tool_choice", tool_choice), ("grammar", grammar)):
+            if value is not None:
+                raise NotImplementedError(f"create_chat_completion: {name} is not supported by pyllm yet")
+        if response_format is not None and response_format != {"type": "text"}:
+            raise NotImplementedError("create_chat_completion: response_format is not supported by pyllm yet")
+        _check_unsupported("create_chat_completion", tfs_z=(tfs_z, 1.0), logits_processor=(logits_processor, None))
+        if top_logprobs is not None and not logprobs:
+            raise ValueError("create_chat_completion: top_logprobs requires logprobs=True")
+        n_top = (top_logprobs or 0) if logprobs else -1
+        text = self.apply_chat_template(messages)
+        toks = self._prompt_tokens(text)
+        sampling = self._sampling(temperature, top_p, top_k, min_p, typical_p, repeat_penalty, presence_penalty,
+                                  frequency_penalty, seed, mirostat_mode, mirostat_tau, mirostat_eta, logit_bias)
+        req = self._request(toks, sampling, max_tokens, stop, max(n_top, 1) if n_top >= 0 else 0)
+        shapes = Shapes(model or self.model_path, chat=True)
+        it = self._chat_chunks(req, shapes, n_top)
+        return it if stream else _collect_chat(it, shapes, len(toks))
+
+    def apply_chat_template(self, messages: List[dict], add_generation_prompt: bool = True) -> str:
+        """The prompt text create_chat_completion generates from (ValueError for malformed messages)."""
+        m = self._model
+        return apply_chat_template(self._chat_template, normalize_messages(messages),
+                                   add_generation_prompt=add_generation_prompt, bos_token=m.special_text(m.bos),
+                                   eos_token=m.special_text(m.eos))
+
+    # ------------------------------------------------------------------ internals
+    def _prompt_tokens(self, prompt) -> list:
+        if isinstance(prompt, str):
+            toks = self._model.tokenize(prompt, True, True) if prompt else []
+        elif isinstance(prompt, (list, tuple)):
+            toks = list(prompt)
+            self._model.check_tokens(toks)
+        else:
+            raise TypeError(f"prompt must be a str or a list of token ids, got {type(prompt).__name__}")
+        if not toks:  # as llama.cpp: an empty prompt starts from BOS
+            if self._model.bos < 0:
+                raise ValueError("empty prompt and the model has no BOS token")
+            toks = [self._model.bos]
+        if len(toks) >= self._gen.n_ctx:
+            raise ValueError(f"Requested tokens ({len(toks)}) exceed context window of {self._gen.n_ctx}")
+        return toks
+
+    def _sampling(self, temperature, top_p, top_k, min_p, typical_p, repeat_penalty, presence_penalty,
+                  frequency_penalty, seed, mirostat_mode, mirostat_tau, mirostat_eta, logit_bias) -> dict:
+        if seed is None:
+            seed = self._seed
+        d = {"temperature": temperature, "top_p": top_p, "top_k": top_k, "min_p": min_p, "typical_p": typical_p,
+             "repeat_penalty": repeat_penalty, "repeat_last_n": self.last_n_tokens_size,
+             "presence_penalty": presence_penalty, "frequency_penalty": frequency_penalty,
+             "mirostat": mirostat_mode, "mirostat_tau": mirostat_tau, "mirostat_eta": mirostat_eta,
+             "seed": -1 if seed is None or seed < 0 or seed == LLAMA_DEFAULT_SEED else int(seed)}
+        if logit_bias:
+            if not isinstance(logit_bias, dict):
+                raise ValueError("logit_bias must be a dict {token_id: bias}")
+            d["logit_bias"] = [(int(k), float(v)) for k, v in logit_bias.items()]
+            self._model.check_tokens([t for t, _ in d["logit_bias"]])
+        return d
+
+    def _request(self, toks, sampling, max_tokens, stop, n_probs) -> Request:
+        if isinstance(stop, str):
+            stop = [stop]
+        if stop is not None and (not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) for s in stop)):
+            raise ValueError("stop must be a string or a list of strings")
+        n_predict = -1 if max_tokens is None or max_tokens <= 0 else int(max_tokens)
+        return Request(prompt=toks, sampling=sampling, n_predict=n_predict, stop=list(stop or []), n_probs=n_probs)
+
+    def _close_active(self):
+        it, self._active = self._active, None
+        if it is not None:
+            it.close()
+
+    def _events(self, req: Request):
+        """The Generator's events for req on the one sequence; records the call's statistics at the end."""
+        self._close_active()
+        it = self._gen.run(req)
+        self._active = it
+        try:
+            for ev in it:
+                if ev.kind == "done":
+                    self._on_done(ev.data)
+                yield ev
+        finally:
+            it.close()
+            if self._active is it:
+                self._active = None
+
+    def _on_done(self, fin: dict):
+        st = fin["stats"]
+        n_draft, n_acc = int(st.get("n_draft", 0) or 0), int(st.get("n_draft_accepted", 0) or 0)
+        self.last_timings = fin["timings"]
+        self.last_spec_stats = {
+            "spec_type": self.spec_type, "n_draft": n_draft, "n_draft_accepted": n_acc,
+            "n_verif_steps": int(st.get("n_verif_steps", 0) or 0),
+            "acceptance_rate": n_acc / n_draft if n_draft else 0.0,
+            "n_accepted_per_pos": [int(v) for v in (st.get("n_accepted_per_pos") or [])],
+            "acceptance_line": fin["acceptance_line"],
+        }
+        if self.verbose:
+            t = fin["timings"]
+            print(f"pyllm: prompt eval: {t['prompt_n']} tokens, {t['prompt_per_second']:.2f} tok/s | generation: "
+                  f"{t['predicted_n']} tokens, {t['predicted_per_second']:.2f} tok/s", file=sys.stderr)
+            if fin["acceptance_line"]:
+                print(f"pyllm: {fin['acceptance_line']}", file=sys.stderr)
+
+    def _visible(self, probs: list) -> list:
+        """Token probabilities without the end-of-generation token (it is not part of the text)."""
+        return [(t, p) for t, p in probs if not self._model.is_eog(t)]
+
+    def _completion_chunks(self, req, shapes: Shapes, n_top: int, echo_text: str, prompt_chars: int):
+        offset = prompt_chars
+        if echo_text:
+            yield shapes.completion(echo_text, None, None)
+        fin = None
+        for ev in self._events(req):
+            probs = self._visible(ev.probs if ev.kind == "token" else ev.data["probs_tail"])
+            if ev.kind == "done":
+                fin = ev.data
+                if not probs:
+                    break
+            lp = completion_logprobs(self._model, probs, n_top, offset) if n_top >= 0 else None
+            offset += len(ev.text)
+            yield shapes.completion(ev.text, lp, None)
+        if fin is not None:
+            yield _Final(shapes.completion("", None, finish_reason(fin["stop_type"])), fin)
+
+    def _chat_chunks(self, req, shapes: Shapes, n_top: int):
+        yield shapes.chat_chunk({"role": "assistant"}, None, None)
+        fin = None
+        for ev in self._events(req):
+            probs = self._visible(ev.probs if ev.kind == "token" else ev.data["probs_tail"])
+            if ev.kind == "done":
+                fin = ev.data
+                if not probs:
+                    break
+            lp = chat_logprobs(self._model, probs, n_top) if n_top >= 0 else None
+            yield shapes.chat_chunk({"content": ev.text}, lp, None)
+        if fin is not None:
+            yield _Final(shapes.chat_chunk({}, None, finish_reason(fin["stop_type"])), fin)
+
+
+class _Final(dict):
+    """The last chunk of a stream (a plain dict to the caller) carrying the summary for the non-stream path."""
+
+    def __init__(self, chunk: dict, fin: dict):
+        super().__init__(chunk)
+        self.fin = fin
+
+
+def _n_completion(fin: dict) -> int:
+    """Generated tokens without the end-of-generation token (llama-cpp-python's completion_tokens)."""
+    return fin["n_decoded"] - (1 if fin["stop_type"] == "eos" else 0)
+
+
+def _collect_completion(chunks, shapes: Shapes, echo_text: str, n_prompt: int) -> dict:
+    text, lp, fin, reason = [], None, {}, None
+    for c in chunks:
+        ch = c["choices"][0]
+        text.append(ch["text"])
+        if ch["logprobs"] is not None:
+            if lp is None:
+                lp = {k: [] for k in ch["logprobs"]}
+            for k, v in ch["logprobs"].items():
+                lp[k] += v
+        if isinstance(c, _Final):
+            fin, reason = c.fin, ch["finish_reason"]
+    return shapes.completion("".join(text), lp, reason, usage(n_prompt, _n_completion(fin) if fin else 0))
+
+
+def _collect_chat(chunks, shapes: Shapes, n_prompt: int) -> dict:
+    text, lp, fin, reason = [], None, {}, None
+    for c in chunks:
+        ch = c["choices"][0]
+        text.append(ch["delta"].get("content") or "")
+        if ch["logprobs"] is not None:
+            lp = lp or {"content": [], "refusal": None}
+            lp["content"] += ch["logprobs"]["content"]
+        if isinstance(c, _Final):
+            fin, reason = c.fin, ch["finish_reason"]
+    return shapes.chat_completion("".join(text), lp, reason, usage(n_prompt, _n_completion(fin) if fin else 0))
+
+
+def _meta_str(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return v if isinstance(v, str) else str(v)

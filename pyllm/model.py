@@ -1,0 +1,70 @@
+"""A loaded GGUF model as the rest of pyllm sees it: tokenizer, special tokens, metadata, sizes.
+
+The server, `pyllm generate`, pyllm-bench and `Llama` use this class; only it (and pyllm.generation) hold the
+core's objects. `core` lets tests inject a stand-in with the same API (tests/fake_core.py).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+
+class Model:
+    """The weights and vocabulary of one GGUF file (mmapped once by the core)."""
+
+    def __init__(self, path: str, load_mtp: bool = False, core=None):
+        if core is None:
+            from ._native import core
+        self.core = core
+        self.path = str(path)
+        self._m = core.Model(self.path, load_mtp=load_mtp)  # ValueError / GGUFError with the file's name
+        m = self._m
+        self.arch: str = m.arch
+        self.n_vocab: int = int(m.n_vocab)
+        self.n_embd: int = int(m.n_embd)
+        self.n_layer: int = int(m.n_layer)
+        self.n_ctx_train: int = int(m.n_ctx_train or 0)
+        self.n_params: int = int(m.n_params)
+        self.size_bytes: int = int(m.size_bytes)
+        self.desc: str = m.desc
+        self.ftype: str = getattr(m, "ftype", None) or m.desc
+        self.has_mtp: bool = bool(m.has_mtp)
+        self.file_has_mtp: bool = bool(getattr(m, "file_has_mtp", m.has_mtp))
+        self.bos: int = int(m.bos)
+        self.eos: int = int(m.eos)
+        self.eot: int = int(getattr(m, "eot", -1))
+        self.add_bos: bool = bool(m.add_bos)
+        self.vocab_type: int = int(getattr(m, "vocab_type", 2) or 2)
+        self.eog_ids: list = list(getattr(m, "eog_ids", None) or [t for t in (self.eos, self.eot) if t >= 0])
+        self.chat_template: Optional[str] = getattr(m, "chat_template", None)
+        # bound once: the per-token hot path of pyllm.generation
+        self.token_to_piece = m.token_to_piece
+        self.is_eog = m.is_eog
+
+    def tokenize(self, text: str, add_special: bool = True, parse_special: bool = False) -> list:
+        """Token ids of `text` (add_special: BOS when the model wants one; parse_special: `<|im_end|>` etc.
+        become their control tokens)."""
+        return list(self._m.tokenize(text, add_special, parse_special))
+
+    def piece_text(self, token: int, special: bool = True) -> str:
+        """The text of one token (invalid UTF-8 replaced)."""
+        return self._m.token_to_piece(token, special).decode("utf-8", "replace")
+
+    def detokenize(self, tokens, special: bool = True) -> bytes:
+        """The bytes of the pieces of `tokens`, concatenated as llama-server streams them."""
+        p = self._m.token_to_piece
+        return b"".join(p(t, special) for t in tokens)
+
+    def check_tokens(self, tokens) -> None:
+        """ValueError naming the first id that is not a token of this vocabulary."""
+        nv = self.n_vocab
+        for t in tokens:
+            if not isinstance(t, int) or isinstance(t, bool) or t < 0 or t >= nv:
+                raise ValueError(f"invalid token id: {t}")
+
+    def metadata(self) -> dict:
+        """The GGUF key/value pairs."""
+        return dict(self._m.metadata())
+
+    def special_text(self, token: int) -> str:
+        """A special token's text ("" when the model has none): for chat templates' bos_token / eos_token."""
+        return self.piece_text(token, True) if token >= 0 else ""

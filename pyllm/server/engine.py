@@ -1,0 +1,277 @@
+"""The server's scheduler: ONE worker thread owns the Generator (pyllm.generation) and its slots.
+
+The asyncio side submits `Task`s and reads `Event`s from a per-task asyncio.Queue; the worker thread assigns
+tasks to slots (= the Generator's sequences, the free one holding the longest common prefix first), calls
+`Generator.step()` (GIL released in the core) while any slot is busy, and delivers the events: probabilities in
+llama-server's shape, metrics, the slot timing log. The event loop never computes.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import itertools
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ..args import Params
+from ..generation import Event, Generator, Request
+from ..log import log
+from ..model import Model
+from .metrics import Metrics
+from .responses import prob_entry
+
+__all__ = ["Engine", "Event", "Task"]
+
+_task_ids = itertools.count(0)
+
+
+@dataclass
+class Task:
+    prompt: list                          # token ids
+    params: dict                          # sampling params for the core (llama-server names)
+    n_predict: int = -1
+    stop: list = field(default_factory=list)
+    n_probs: int = 0
+    post_sampling_probs: bool = False
+    id_slot: int = -1
+    cache_prompt: bool = True
+    stream: bool = False
+    index: int = 0                        # position in a multi-prompt / n>1 request
+    params_json: Optional[dict] = None    # task_params JSON shown by /slots
+    timings_per_token: bool = False       # partial results carry timings (llama-server's timings_per_token)
+    id: int = field(default_factory=lambda: next(_task_ids))
+    # filled in by the engine
+    queue: Optional[asyncio.Queue] = None
+    loop: Optional[asyncio.AbstractEventLoop] = None
+    cancelled: bool = False
+    slot: int = -1
+
+    def request(self) -> Request:
+        return Request(prompt=self.prompt, sampling=self.params, n_predict=self.n_predict, stop=list(self.stop),
+                       n_probs=self.n_probs, cache_prompt=self.cache_prompt, timings_per_token=self.timings_per_token)
+
+
+class Engine:
+    def __init__(self, params: Params, core=None):
+        self.params = params
+        self.core = core                      # None: pyllm's C++ core (tests pass a stand-in)
+        self.model: Optional[Model] = None
+        self.gen: Optional[Generator] = None
+        self.loaded = False
+        self.n_slots = max(1, params.n_parallel)
+        self._cond = threading.Condition()
+        self._pending: collections.deque = collections.deque()
+        self._running: dict = {}            # slot -> Task
+        self._slot_last_used = [0.0] * self.n_slots
+        self._slot_info = [None] * self.n_slots                # last task summary per slot (for /slots)
+        self._stop = False
+        self._thread: Optional[threading.Thread] = None
+        self.t_start = time.time()
+        self.n_ctx = 0
+        self.n_ctx_slot = 0
+        self.spec = "none"
+        self.metrics = Metrics(False)
+
+    # ---------------------------------------------------------------- lifecycle
+    def load(self):
+        p = self.params
+        self.spec = p.spec_type if p.speculative else "none"
+        self.model = Model(p.model, load_mtp=(self.spec == "draft-mtp"), core=self.core)
+        self.gen = Generator.from_params(self.model, p, self.n_slots)
+        self.n_ctx = self.gen.n_ctx
+        self.n_ctx_slot = self.gen.n_ctx_seq
+        self.metrics = Metrics(self.spec != "none")
+        self.loaded = True
+        self._thread = threading.Thread(target=self._worker, name="pyllm-engine", daemon=True)
+        self._thread.start()
+
+    def close(self):
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    # ---------------------------------------------------------------- asyncio side
+    def submit(self, task: Task, queue: Optional[asyncio.Queue] = None) -> asyncio.Queue:
+        task.loop = asyncio.get_running_loop()
+        task.queue = queue if queue is not None else asyncio.Queue()
+        with self._cond:
+            self._pending.append(task)
+            self._cond.notify_all()
+        return task.queue
+
+    def cancel(self, task: Task):
+        with self._cond:
+            task.cancelled = True
+            self._cond.notify_all()
+
+    def _emit(self, task: Task, ev: Event):
+        if task.loop is not None and not task.cancelled:
+            ev.data.setdefault("index", task.index)
+            try:
+                task.loop.call_soon_threadsafe(task.queue.put_nowait, ev)
+            except RuntimeError:  # loop closed
+                task.cancelled = True
+
+    # ---------------------------------------------------------------- worker thread
+    def _pick_slot(self, task: Task, busy: set) -> int:
+        if task.id_slot is not None and task.id_slot >= 0:
+            return task.id_slot if task.id_slot not in busy else -1
+        best, best_lcp = -1, -1
+        for s in range(self.n_slots):
+            if s in busy:
+                continue
+            held = self.gen.held[s]
+            n = 0
+            lim = min(len(held), len(task.prompt))
+            while n < lim and held[n] == task.prompt[n]:
+                n += 1
+            if n > best_lcp or (n == best_lcp and self._slot_last_used[s] < self._slot_last_used[best]):
+                best, best_lcp = s, n
+        return best
+
+    def _assign(self):
+        """Under the lock: drop cancelled tasks, start queued tasks on free slots (FIFO)."""
+        for slot, task in list(self._running.items()):
+            if task.cancelled:
+                self._end(slot, task)
+        if not self._pending:
+            return
+        busy = set(self._running)
+        keep = collections.deque()
+        while self._pending:
+            task = self._pending.popleft()
+            if task.cancelled:
+                continue
+            slot = self._pick_slot(task, busy)
+            if slot < 0:
+                keep.append(task)
+                continue
+            try:
+                n_cached = self.gen.begin(slot, task.request())
+            except (ValueError, IndexError) as e:
+                self._emit(task, Event("error", data={"code": 400, "type": "invalid_request_error", "message": str(e)}))
+                continue
+            except Exception as e:  # pragma: no cover
+                self._emit(task, Event("error", data={"code": 500, "type": "server_error", "message": str(e)}))
+                continue
+            task.slot = slot
+            self._running[slot] = task
+            busy.add(slot)
+            self._slot_last_used[slot] = time.time()
+            self._slot_info[slot] = {"id_task": task.id, "n_prompt_tokens": len(task.prompt),
+                                     "n_prompt_tokens_cache": n_cached,
+                                     "n_prompt_tokens_processed": len(task.prompt) - n_cached,
+                                     "params": task.params_json or task.params, "n_predict": task.n_predict}
+            self._emit(task, Event("begin", data={"id_slot": slot, "n_cached": n_cached}))
+        self._pending = keep
+
+    def _worker(self):
+        while True:
+            with self._cond:
+                self._assign()
+                while not self._stop and not self._running:
+                    self._cond.wait()
+                    self._assign()
+                if self._stop:
+                    return
+                n_busy = len(self._running)
+            try:
+                events = self.gen.step()
+            except Exception as e:  # a failed decode ends every running task with an error
+                with self._cond:
+                    for slot, task in list(self._running.items()):
+                        self._emit(task, Event("error", data={"code": 500, "type": "server_error", "message": str(e)}))
+                        del self._running[slot]
+                continue
+            g = self.gen.global_stats()
+            with self._cond:
+                self.metrics.on_decode(n_busy, g)
+                for ev in events:
+                    task = self._running.get(ev.seq)
+                    if task is None:
+                        continue
+                    if task.cancelled:
+                        if ev.kind == "done":
+                            self._finished(task, ev.data)
+                        elif self.gen.running(ev.seq):  # else its "done" event follows in this list
+                            self._end(ev.seq, task)
+                        continue
+                    self._deliver(task, ev)
+
+    def _deliver(self, task: Task, ev: Event):
+        if ev.kind == "token":
+            ev.probs = [prob_entry(self.model, tok, pr, task.post_sampling_probs) for tok, pr in ev.probs]
+            self._emit(task, ev)
+            return
+        fin = ev.data
+        fin["id_slot"] = task.slot
+        fin["probs_tail"] = [prob_entry(self.model, tok, pr, task.post_sampling_probs) for tok, pr in fin["probs_tail"]]
+        self._finished(task, fin)
+        self._emit(task, ev)
+
+    def _end(self, slot: int, task: Task):
+        """A cancelled task: stop its sequence; it counts in the metrics and the log, nothing is delivered."""
+        fin = self.gen.cancel(slot)
+        if fin is not None:
+            self._finished(task, fin)
+        else:
+            self._running.pop(slot, None)
+
+    def _finished(self, task: Task, fin: dict):
+        slot = task.slot
+        self._running.pop(slot, None)
+        self._slot_last_used[slot] = time.time()
+        self.metrics.on_finish(fin)
+        t = fin["timings"]
+        log(f"id {slot:2d} | task {task.id} | \n"
+            f"prompt eval time = {t['prompt_ms']:10.2f} ms / {t['prompt_n']:5d} tokens "
+            f"({t['prompt_per_token_ms']:8.2f} ms per token, {t['prompt_per_second']:8.2f} tokens per second)\n"
+            f"       eval time = {t['predicted_ms']:10.2f} ms / {t['predicted_n']:5d} tokens "
+            f"({t['predicted_per_token_ms']:8.2f} ms per token, {t['predicted_per_second']:8.2f} tokens per second)\n"
+            f"      total time = {t['prompt_ms'] + t['predicted_ms']:10.2f} ms / {t['prompt_n'] + t['predicted_n']:5d} tokens",
+            "slot", "print_timing")
+        if self.spec != "none" and int(fin["stats"].get("n_verif_steps", 0) or 0) > 0 and fin["acceptance_line"]:
+            log(f"id {slot:2d} | task {task.id} | {fin['acceptance_line']}", "slot", "print_timing")
+
+    # ---------------------------------------------------------------- introspection (any thread)
+    def slots_json(self) -> list:
+        out = []
+        with self._cond:
+            for s in range(self.n_slots):
+                task = self._running.get(s)
+                d = {"id": s, "n_ctx": self.n_ctx_slot, "speculative": self.spec != "none",
+                     "is_processing": task is not None}
+                info = self._slot_info[s]
+                if info is not None:
+                    n_pred = info.get("n_predict", -1)
+                    prog = self.gen.progress(s) if task is not None else None
+                    if prog is not None:
+                        n_dec, nl = prog
+                        n_remain = -1 if n_pred < 0 else max(0, n_pred - n_dec)
+                        has_next = True
+                    else:
+                        n_dec, n_remain, has_next, nl = 0, -1, False, False
+                    d.update({"id_task": info["id_task"], "n_prompt_tokens": info["n_prompt_tokens"],
+                              "n_prompt_tokens_processed": info["n_prompt_tokens_processed"],
+                              "n_prompt_tokens_cache": info["n_prompt_tokens_cache"],
+                              "params": info["params"],
+                              "next_token": [{"has_next_token": has_next, "has_new_line": nl,
+                                              "n_remain": n_remain, "n_decoded": n_dec}]})
+                out.append(d)
+        return out
+
+    def n_processing(self) -> int:
+        with self._cond:
+            return len(self._running)
+
+    def n_deferred(self) -> int:
+        with self._cond:
+            return len(self._pending)
+
+    def metrics_snapshot(self, reset_bucket=True) -> dict:
+        with self._cond:
+            return self.metrics.snapshot(reset_bucket, len(self._running), len(self._pending))

@@ -1,0 +1,246 @@
+"""Constrained decoding through llguidance (the engine llama.cpp can be built with): request
+`grammar` (GBNF or Lark), `json_schema`, `response_format`, and the tool-call grammars, compiled
+into llguidance grammars; a per-model tokenizer view; and a per-request matcher that gives the
+allowed-token bitmask for the next token and follows the tokens actually generated.
+
+Bitmask layout (llguidance's): int32 words, bit (id % 32) of word (id // 32) set = allowed; what
+Sampler.sample(logits, allowed=mask) takes.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+try:
+    import llguidance as llg
+except ImportError:  # pragma: no cover - a dependency; kept importable for a clear error later
+    llg = None
+
+ATTR_CONTROL = 1 << 3
+ATTR_USER_DEFINED = 1 << 4
+_ANY = r"/(.|\n)*/"
+
+
+class GrammarError(ValueError):
+    """Bad grammar / schema / response_format. `field` names the request field (HTTP 400)."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"'{field}': {message}")
+        self.field = field
+
+
+def _need_llg():
+    if llg is None:
+        raise RuntimeError("structured output needs the llguidance package (pip install llguidance)")
+
+
+def _validate(grammar: str, field: str) -> str:
+    _need_llg()
+    err = llg.LLMatcher.validate_grammar(grammar)
+    if err:
+        raise GrammarError(field, f"invalid grammar: {err.strip()}")
+    return grammar
+
+
+def _schema_grammar(schema, field: str) -> str:
+    if isinstance(schema, str):
+        try:
+            schema = json.loads(schema)
+        except json.JSONDecodeError as e:
+            raise GrammarError(field, f"not valid JSON: {e}") from None
+    if isinstance(schema, bool):
+        schema = {} if schema else {"not": {}}
+    if not isinstance(schema, dict):
+        raise GrammarError(field, "a JSON schema must be an object")
+    if not schema:
+        schema = {"type": "object"}  # llama-server: an empty schema means any object
+    _need_llg()
+    try:
+        g = llg.LLMatcher.grammar_from_json_schema(json.dumps(schema))
+    except ValueError as e:
+        raise GrammarError(field, f"invalid JSON schema: {e}") from None
+    return _validate(g, field)
+
+
+def gbnf_grammar(text: str, field: str = "grammar") -> str:
+    """GBNF (llama.cpp) or Lark text -> llguidance grammar (validated)."""
+    if not isinstance(text, str) or not text.strip():
+        raise GrammarError(field, "must be a non-empty string")
+    _need_llg()
+    try:
+        g = llg.grammar_from("gbnf", text)
+    except ValueError as e:
+        raise GrammarError(field, str(e)) from None
+    return _validate(g, field)
+
+
+def request_grammar(body: dict) -> tuple[str | None, dict | None]:
+    """The constraint a completion/chat request asks for: (llguidance grammar or None, the JSON
+    schema when it is one). Follows llama-server: `grammar` and `json_schema` exclude each other,
+    `response_format` {type: text | json_object [schema] | json_schema {json_schema: {schema,
+    strict}}} sets the schema; any other type is an error."""
+    grammar, schema = body.get("grammar"), body.get("json_schema")
+    if grammar is not None and schema is not None:
+        raise GrammarError("grammar", "Cannot use both json_schema and grammar")
+    field = "json_schema"
+    rf = body.get("response_format")
+    if rf is not None:
+        if not isinstance(rf, dict):
+            raise GrammarError("response_format", "must be an object")
+        t = rf.get("type", "text")
+        if t == "json_object":
+            if "schema" in rf or schema is None:
+                schema, field = rf.get("schema") or {}, "response_format.schema"
+        elif t == "json_schema":
+            js = rf.get("json_schema")
+            if not isinstance(js, dict):
+                raise GrammarError("response_format.json_schema", "must be an object with a 'schema'")
+            if "strict" in js and not isinstance(js["strict"], bool):
+                raise GrammarError("response_format.json_schema.strict", "must be a boolean")
+            schema, field = js.get("schema") or {}, "response_format.json_schema.schema"
+        elif t != "text":
+            raise GrammarError("response_format", 'type must be one of "text", "json_object" or "json_schema", '
+                                                  f"but got: {t}")
+    if schema is not None:
+        g = _schema_grammar(schema, field)
+        return g, (schema if isinstance(schema, dict) else None)
+    if grammar is not None:
+        return gbnf_grammar(grammar), None
+    return None, None
+
+
+def after_thinking(grammar: str, forced_open: bool) -> str:
+    """A grammar that first lets the model finish its open think block (the prompt ended with
+    '<think>\\n'), then applies `grammar`: JSON output of a thinking model, as llama.cpp allows."""
+    if not forced_open:
+        return grammar
+    _need_llg()
+    main = "%llguidance {}\nstart: think WS @inner\nthink[lazy]: TEXT \"</think>\"\nTEXT: " + _ANY + \
+           "\nWS: /[ \\t\\n]*/\n"
+    return json.dumps({"grammars": [{"name": "main", "lark_grammar": main}, {"name": "inner", **_as_obj(grammar)}]})
+
+
+def _as_obj(grammar: str) -> dict:
+    try:
+        obj = json.loads(grammar)
+    except ValueError:
+        return {"lark_grammar": grammar}
+    g = obj["grammars"]
+    if len(g) != 1:
+        raise GrammarError("grammar", "nested multi-part grammars are not supported here")
+    return {k: v for k, v in g[0].items() if k != "name"}
+
+
+class GuidanceTokenizer:
+    """llguidance's view of a model vocabulary, built once per model (~0.1-1 s for big vocabs).
+    Control tokens (and user-defined ones spelled <...>) are special: grammars name them as
+    <[id]> and text rules never produce them, as llguidance's llama.cpp glue does."""
+
+    def __init__(self, tokenizer, n_vocab: int | None = None):
+        _need_llg()
+        self.tok = tokenizer
+        n = tokenizer.n_vocab
+        self.n_vocab = n_vocab or n
+        pieces, special = [], []
+        for i in range(n):
+            p = tokenizer.token_to_piece(i, True)
+            a = tokenizer.token_attr(i)
+            if a & ATTR_CONTROL or (a & ATTR_USER_DEFINED and p.startswith(b"<") and p.endswith(b">")):
+                p = b"\xff" + p
+                special.append(i)
+            pieces.append(p)
+        self.special = {pieces[i][1:].decode("utf-8", "replace"): i for i in special}
+
+        class _Wrapped:  # holds the tokenizer itself, not self: no cycle through the Rust object
+            eos_token_id = tokenizer.eos
+            bos_token_id = tokenizer.bos if tokenizer.bos >= 0 else None
+            tokens = pieces
+            special_token_ids = special
+            _tok = tokenizer
+
+            def __call__(self, s):
+                if isinstance(s, bytes):
+                    s = s.decode("utf-8", "replace")
+                return list(self._tok.tokenize(s, False, False))
+
+        eos = sorted(set(tokenizer.eog_ids) | ({tokenizer.eos} if tokenizer.eos >= 0 else set()))
+        self.ll = llg.LLTokenizer(llg.TokenizerWrapper(_Wrapped()), n_vocab=self.n_vocab, eos_token=eos)
+        self.n_words = (self.n_vocab + 31) // 32
+
+    def special_id(self, text: str):
+        """Token id of a special token spelled `text` (e.g. '[TOOL_CALLS]'), or None."""
+        return self.special.get(text)
+
+    def lit(self, text: str) -> str:
+        """A Lark literal for text: the special token when it is one, else the quoted string."""
+        i = self.special_id(text)
+        return f"<[{i}]>" if i is not None else json.dumps(text)
+
+
+class GrammarMatcher:
+    """One request's grammar state. compute_mask() -> int32 bitmask of the tokens allowed next;
+    commit(token) after a token is chosen; is_accepting() (EOS allowed), is_stopped() (only EOS
+    left). validate_draft(ids) -> how many leading draft tokens the grammar accepts, and
+    draft_masks(ids) -> the masks of every verification position, for MTP."""
+
+    def __init__(self, gtok: GuidanceTokenizer, grammar: str, field: str = "grammar"):
+        _need_llg()
+        self.gtok = gtok
+        self.m = llg.LLMatcher(gtok.ll, grammar, log_level=0)
+        if self.m.is_error():
+            raise GrammarError(field, f"invalid grammar: {self.m.get_error()}")
+        self._mask = np.zeros(gtok.n_words, dtype=np.int32)
+
+    def compute_mask(self, out: np.ndarray | None = None) -> np.ndarray:
+        dst = self._mask if out is None else out
+        self.m.unsafe_compute_mask_ptr(dst.ctypes.data, dst.nbytes)  # drops the GIL
+        self._check()
+        return dst
+
+    def allowed(self, token: int) -> bool:
+        return bool((int(self._mask[token >> 5]) >> (token & 31)) & 1)
+
+    def commit(self, token: int) -> None:
+        if not self.m.consume_token(int(token)):
+            raise RuntimeError(f"grammar rejected token {token}: {self.m.get_error()}")
+
+    def validate_draft(self, tokens) -> int:
+        return self.m.validate_tokens([int(t) for t in tokens])
+
+    def draft_masks(self, tokens) -> np.ndarray:
+        """[len(tokens)+1, n_words]: the mask before each draft token and after the last one
+        (rows past the first rejected token are left all-zero)."""
+        out = np.zeros((len(tokens) + 1, self.gtok.n_words), dtype=np.int32)
+        n = 0
+        for i, t in enumerate(list(tokens) + [None]):
+            self.compute_mask(out[i])
+            if t is None or not (int(out[i][t >> 5]) >> (t & 31)) & 1 or not self.m.consume_token(int(t)):
+                break
+            n += 1
+        if n:
+            self.m.rollback(n)
+        return out
+
+    def rollback(self, n: int) -> None:
+        if n and not self.m.rollback(n):
+            raise RuntimeError(f"grammar rollback failed: {self.m.get_error()}")
+
+    def is_accepting(self) -> bool:
+        return self.m.is_accepting()
+
+    def is_stopped(self) -> bool:
+        return self.m.is_stopped()
+
+    def forced_bytes(self) -> bytes:
+        return self.m.compute_ff_bytes()
+
+    def _check(self):
+        if self.m.is_error():
+            raise RuntimeError(f"grammar error: {self.m.get_error()}")
+
+
+def mask_to_bool(mask: np.ndarray, n_vocab: int) -> np.ndarray:
+    """int32 bitmask -> bool[n_vocab] (tests, debugging)."""
+    bits = np.unpackbits(mask.view(np.uint8), bitorder="little")
+    return bits[:n_vocab].astype(bool)
