@@ -30,7 +30,7 @@ Layout rules (checked against the shipped files in shared/models by tests/test_m
   (q3_k -> MOSTLY_Q3_K_S, q4_k -> MOSTLY_Q4_K_S, q5_k -> MOSTLY_Q5_K_S) since no tensor is bumped up as in ``_M``.
 * ``--mix`` instead of ``--type``: the per-tensor types of an Unsloth UD file. ``ud-q4_k_xl``, ``ud-q5_k_xl``,
   ``ud-q6_k_xl``, ``ud-q8_k_xl``: rules in tools/tiny_gguf_mixes.py; ``ud-iq2_xxs``, ``ud-iq2_m``, ``ud-q2_k_xl``,
-  ``ud-iq3_xxs``, ``ud-iq3_s``, ``ud-q3_k_xl``: LOWBIT_MIXES below, with the sources they follow.
+  ``ud-iq3_xxs``, ``ud-iq3_s``, ``ud-q3_k_xl``: LOWBIT_MIXES there too, with the sources they follow.
 * Quantization is pyllm's C++ quantizers (``pyllm._core.quantize_fast``: the reference quantizers' bytes, Q4_K/Q5_K
   faster); tensors are written in parallel (``-j``, default: all CPUs) straight to their offsets
   (tools/tiny_gguf_write.py). Without a built pyllm, the non-K types use gguf-py's quantizers, which give the same
@@ -78,12 +78,11 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import re
 import struct
 import sys
 import time
 import zlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -96,6 +95,7 @@ except ImportError as e:  # pragma: no cover
     raise SystemExit(f"make_tiny_gguf.py needs the gguf package (gguf-py): {e}")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import tiny_gguf_kv as kvw  # noqa: E402
 import tiny_gguf_mixes as mixes  # noqa: E402
 import tiny_gguf_write as tgw  # noqa: E402
 
@@ -137,39 +137,13 @@ FILE_TYPES.update(LOWBIT_FILE_TYPES)
 FALLBACK.update(LOWBIT_FALLBACK)
 CORE_QUANTS = K_QUANTS | set(LOWBIT_TYPES.values())
 
-# --mix NAME: per-tensor types as in Unsloth's UD files (shared/docs/quants-and-models.md 1.1-1.3): (regex on the
-# tensor name, type) pairs, first match wins, then the mix's default. Every UD file keeps the MTP block's
-# nextn.eh_proj at Q8_0 and ssm_alpha/ssm_beta at Q8_0 (S4, S6, S11); attn_* and ssm_out stay at higher precision
-# (S2). Observed rows: UD-IQ2_XXS dense hybrid (S6) verbatim; UD-IQ2_M experts Q2_K/Q3_K, shexp Q5_K (S7);
-# gate/up experts tolerate ~3 bit (iq3_xxs), down is more sensitive (S2). Tensors the notes do not list
-# (token_embd, output, full-attention q/k/v/output) get Q4_K/Q6_K, as llama-quantize's low-bit mixes do.
-_UD_COMMON = [(r"nextn\.eh_proj", "q8_0"), (r"ssm_(alpha|beta)", "q8_0"), (r"^output\.", "q6_k"),
-              (r"^token_embd\.", "q4_k")]
-LOWBIT_MIXES = {
-    "ud-iq2_xxs": _UD_COMMON + [(r"attn_gate", "iq3_xxs"), (r"ffn_down", "iq3_s"), (r"ssm_out", "q4_k"),
-                                (r"attn_(q|k|v|output)\.", "q4_k"), (r"", "iq2_xxs")],
-    "ud-iq2_m": _UD_COMMON + [(r"ffn_(gate|up)_exps", "q2_k"), (r"ffn_down_exps", "q3_k"), (r"_shexp", "q5_k"),
-                              (r"attn_gate", "iq3_s"), (r"ffn_down", "iq3_s"), (r"ssm_out", "q4_k"),
-                              (r"attn_(q|k|v|output)\.", "q4_k"), (r"", "iq2_s")],
-    "ud-q2_k_xl": _UD_COMMON + [(r"ffn_(gate|up)(_exps)?\.", "q2_k"), (r"ffn_down", "q3_k"), (r"ssm_out", "q4_k"),
-                                (r"attn_", "q4_k"), (r"", "q2_k")],
-    "ud-iq3_xxs": _UD_COMMON + [(r"ffn_(gate|up)(_exps)?\.", "iq3_xxs"), (r"ffn_down", "iq3_s"), (r"ssm_out", "q5_k"),
-                                (r"attn_", "q5_k"), (r"", "iq3_xxs")],
-    "ud-iq3_s": _UD_COMMON + [(r"ffn_(gate|up)(_exps)?\.", "iq3_s"), (r"ffn_down", "iq4_nl"), (r"ssm_out", "q5_k"),
-                              (r"attn_", "q5_k"), (r"", "iq3_s")],
-    "ud-q3_k_xl": _UD_COMMON + [(r"ffn_(gate|up)(_exps)?\.", "q3_k"), (r"ffn_down", "q4_k"), (r"ssm_out", "q5_k"),
-                                (r"attn_", "q5_k"), (r"", "q3_k")],
-}
-LOWBIT_MIX_FILE_TYPES = {"ud-iq2_xxs": "iq2_xxs", "ud-iq2_m": "iq2_s", "ud-q2_k_xl": "q2_k", "ud-iq3_xxs": "iq3_xxs",
-                         "ud-iq3_s": "iq3_s", "ud-q3_k_xl": "q3_k"}
+LOWBIT_MIXES = mixes.LOWBIT_MIXES
+LOWBIT_MIX_FILE_TYPES = mixes.LOWBIT_MIX_FILE_TYPES
 
 
 def lowbit_mix_type(mix: str, name: str) -> QT:
     """The type --mix MIX gives tensor `name` (before the block-size fallback)."""
-    for pat, t in LOWBIT_MIXES[mix]:
-        if re.search(pat, name):
-            return TYPES[t]
-    raise AssertionError("every mix ends with a catch-all")
+    return TYPES[mixes.lowbit_mix_type_name(mix, name)]
 
 
 ALL_MIXES = tuple(mixes.MIXES) + tuple(sorted(LOWBIT_MIXES))
@@ -431,92 +405,7 @@ QUANT_BACKEND = "core"
 
 
 # --------------------------------------------------------------------------------------------------------------
-# tokenizer
-
-
-def _load_tokenizer(path: Path) -> list[tuple[str, VT, object, VT | None]]:
-    r = gguf.GGUFReader(str(path))
-    out = []
-    for k, f in r.fields.items():
-        if not k.startswith("tokenizer."):
-            continue
-        vt = VT(f.types[0])
-        sub = VT(f.types[1]) if vt == VT.ARRAY else None
-        out.append((k, vt, f.contents(), sub))
-    return out
-
-
-def _fit_vocab(tok: list, vocab: int) -> list:
-    d = {k: [vt, v, sub] for k, vt, v, sub in tok}
-    tokens, ttypes = list(d["tokenizer.ggml.tokens"][1]), list(d["tokenizer.ggml.token_type"][1])
-    merges = list(d.get("tokenizer.ggml.merges", [None, []])[1])
-    n0 = len(tokens)
-    if vocab > n0:
-        have = set(tokens)
-        normal = [t for t, ty in zip(tokens, ttypes) if ty == gguf.TokenType.NORMAL]
-        need = vocab - n0
-        new_toks, new_merges = [], []
-        for a in normal:
-            for b in normal:
-                c = a + b
-                if c in have:
-                    continue
-                have.add(c)
-                new_toks.append(c)
-                new_merges.append(f"{a} {b}")
-                if len(new_toks) == need:
-                    break
-            if len(new_toks) == need:
-                break
-        if len(new_toks) < need:
-            raise ValueError(f"cannot build {vocab} tokens")
-        tokens += new_toks
-        ttypes += [int(gguf.TokenType.NORMAL)] * need
-        merges += new_merges
-    elif vocab < n0:
-        if vocab < 512:
-            raise ValueError("--vocab must be at least 512")
-        special_ids = [i for i, ty in enumerate(ttypes) if ty != gguf.TokenType.NORMAL]
-        keep = [i for i in range(n0) if i not in special_ids][: vocab - len(special_ids)] + special_ids
-        remap = {old: new for new, old in enumerate(keep)}
-        tokens = [tokens[i] for i in keep]
-        ttypes = [ttypes[i] for i in keep]
-        have = set(tokens)
-        merges = [m for m in merges if (lambda p: len(p) == 2 and p[0] in have and p[1] in have
-                                        and p[0] + p[1] in have)(m.split(" "))]
-        for k in list(d):
-            if k.endswith("_token_id"):
-                d[k][1] = remap.get(int(d[k][1]), 0)
-    d["tokenizer.ggml.tokens"][1] = tokens
-    d["tokenizer.ggml.token_type"][1] = ttypes
-    if "tokenizer.ggml.merges" in d:
-        d["tokenizer.ggml.merges"][1] = merges
-    return [(k, v[0], v[1], v[2]) for k, v in d.items()]
-
-
-# --------------------------------------------------------------------------------------------------------------
-# GGUF writing (own minimal writer: exact key types, streamed tensor data)
-
-_SCALAR = {VT.UINT8: "<B", VT.INT8: "<b", VT.UINT16: "<H", VT.INT16: "<h", VT.UINT32: "<I", VT.INT32: "<i",
-           VT.FLOAT32: "<f", VT.BOOL: "<?", VT.UINT64: "<Q", VT.INT64: "<q", VT.FLOAT64: "<d"}
-
-
-def _pack_str(s: str) -> bytes:
-    b = s.encode("utf-8")
-    return struct.pack("<Q", len(b)) + b
-
-
-def _pack_value(vt: VT, v, sub: VT | None = None) -> bytes:
-    if vt == VT.STRING:
-        return _pack_str(v)
-    if vt == VT.ARRAY:
-        head = struct.pack("<IQ", int(sub), len(v))
-        if sub == VT.STRING:
-            return head + b"".join(_pack_str(x) for x in v)
-        dt = np.dtype(_SCALAR[sub])
-        return head + np.asarray(v).astype(dt).tobytes()
-    return struct.pack(_SCALAR[vt], v)
-
+# metadata (tokenizer copy and KV packing: tiny_gguf_kv.py)
 
 def _size_label(cfg: Config, specs: list[TSpec]) -> str:
     total = sum(int(np.prod(s.ne)) for s in specs)
@@ -572,8 +461,8 @@ def build_kv(cfg: Config, specs: list[TSpec]) -> list[tuple[str, VT, object, VT 
         (f"{a}.rope.dimension_count", VT.UINT32, cfg.n_rot, None),
         ("general.quantization_version", VT.UINT32, gguf.GGML_QUANT_VERSION, None),
     ]
-    tok = _load_tokenizer(Path(cfg.tokenizer_from) if cfg.tokenizer_from else DEFAULT_TOKENIZER)
-    kv += _fit_vocab(tok, cfg.vocab)
+    tok = kvw.load_tokenizer(Path(cfg.tokenizer_from) if cfg.tokenizer_from else DEFAULT_TOKENIZER)
+    kv += kvw.fit_vocab(tok, cfg.vocab)
     if cfg.order == "quantize":  # llama-quantize re-adds these two at the end
         tail = {k: e for e in kv for k in [e[0]] if k in ("general.quantization_version", "general.file_type")}
         kv = [e for e in kv if e[0] not in tail] + [tail["general.quantization_version"], tail["general.file_type"]]
@@ -632,9 +521,9 @@ def write_gguf(cfg: Config, out: str | os.PathLike, verbose: bool = False) -> di
     with open(tmp, "wb") as f:
         f.write(b"GGUF" + struct.pack("<IQQ", 3, len(specs), len(kv)))
         for k, vt, v, sub in kv:
-            f.write(_pack_str(k) + struct.pack("<I", int(vt)) + _pack_value(vt, v, sub))
+            f.write(kvw.pack_str(k) + struct.pack("<I", int(vt)) + kvw.pack_value(vt, v, sub))
         for s, o in zip(specs, offsets):
-            f.write(_pack_str(s.name) + struct.pack("<I", len(s.ne)) + b"".join(struct.pack("<Q", d) for d in s.ne)
+            f.write(kvw.pack_str(s.name) + struct.pack("<I", len(s.ne)) + b"".join(struct.pack("<Q", d) for d in s.ne)
                     + struct.pack("<IQ", int(s.ggml_type), o))
         f.write(b"\0" * ((-f.tell()) % ALIGNMENT))
         base = f.tell()

@@ -19,9 +19,11 @@ The rules follow shared/docs/quants-and-models.md §1.2-1.3 (observed Unsloth Qw
 
 general.file_type is the llama.cpp ftype Unsloth's files of that name declare (Q4_K_M, Q5_K_M, Q6_K, Q8_0).
 Row lengths that are not a multiple of a type's block fall back as for --type (make_tiny_gguf._pick_type).
-The IQ / Q2_K / Q3_K UD mixes are not here yet.
+The IQ / Q2_K / Q3_K UD mixes (LOWBIT_MIXES, issue 15) follow at the end, as (regex, type name) rules.
 """
 from __future__ import annotations
+
+import re
 
 from gguf import GGMLQuantizationType as QT
 from gguf.constants import LlamaFileType as FT
@@ -71,3 +73,38 @@ def tensor_type(mix: str, name: str, n_layer: int, keep_f32: bool) -> QT:
     if base in ("attn_output", "ssm_out") and not mtp:
         return r["resid"]
     return r["other"]
+
+
+# --mix NAME: per-tensor types as in Unsloth's UD files (shared/docs/quants-and-models.md 1.1-1.3): (regex on the
+# tensor name, type) pairs, first match wins, then the mix's default. Every UD file keeps the MTP block's
+# nextn.eh_proj at Q8_0 and ssm_alpha/ssm_beta at Q8_0 (S4, S6, S11); attn_* and ssm_out stay at higher precision
+# (S2). Observed rows: UD-IQ2_XXS dense hybrid (S6) verbatim; UD-IQ2_M experts Q2_K/Q3_K, shexp Q5_K (S7);
+# gate/up experts tolerate ~3 bit (iq3_xxs), down is more sensitive (S2). Tensors the notes do not list
+# (token_embd, output, full-attention q/k/v/output) get Q4_K/Q6_K, as llama-quantize's low-bit mixes do.
+_UD_COMMON = [(r"nextn\.eh_proj", "q8_0"), (r"ssm_(alpha|beta)", "q8_0"), (r"^output\.", "q6_k"),
+              (r"^token_embd\.", "q4_k")]
+LOWBIT_MIXES = {
+    "ud-iq2_xxs": _UD_COMMON + [(r"attn_gate", "iq3_xxs"), (r"ffn_down", "iq3_s"), (r"ssm_out", "q4_k"),
+                                (r"attn_(q|k|v|output)\.", "q4_k"), (r"", "iq2_xxs")],
+    "ud-iq2_m": _UD_COMMON + [(r"ffn_(gate|up)_exps", "q2_k"), (r"ffn_down_exps", "q3_k"), (r"_shexp", "q5_k"),
+                              (r"attn_gate", "iq3_s"), (r"ffn_down", "iq3_s"), (r"ssm_out", "q4_k"),
+                              (r"attn_(q|k|v|output)\.", "q4_k"), (r"", "iq2_s")],
+    "ud-q2_k_xl": _UD_COMMON + [(r"ffn_(gate|up)(_exps)?\.", "q2_k"), (r"ffn_down", "q3_k"), (r"ssm_out", "q4_k"),
+                                (r"attn_", "q4_k"), (r"", "q2_k")],
+    "ud-iq3_xxs": _UD_COMMON + [(r"ffn_(gate|up)(_exps)?\.", "iq3_xxs"), (r"ffn_down", "iq3_s"), (r"ssm_out", "q5_k"),
+                                (r"attn_", "q5_k"), (r"", "iq3_xxs")],
+    "ud-iq3_s": _UD_COMMON + [(r"ffn_(gate|up)(_exps)?\.", "iq3_s"), (r"ffn_down", "iq4_nl"), (r"ssm_out", "q5_k"),
+                              (r"attn_", "q5_k"), (r"", "iq3_s")],
+    "ud-q3_k_xl": _UD_COMMON + [(r"ffn_(gate|up)(_exps)?\.", "q3_k"), (r"ffn_down", "q4_k"), (r"ssm_out", "q5_k"),
+                                (r"attn_", "q5_k"), (r"", "q3_k")],
+}
+LOWBIT_MIX_FILE_TYPES = {"ud-iq2_xxs": "iq2_xxs", "ud-iq2_m": "iq2_s", "ud-q2_k_xl": "q2_k", "ud-iq3_xxs": "iq3_xxs",
+                         "ud-iq3_s": "iq3_s", "ud-q3_k_xl": "q3_k"}
+
+
+def lowbit_mix_type_name(mix: str, name: str) -> str:
+    """The type name (make_tiny_gguf's --type names) --mix MIX gives tensor `name`, before the block-size fallback."""
+    for pat, t in LOWBIT_MIXES[mix]:
+        if re.search(pat, name):
+            return t
+    raise AssertionError("every mix ends with a catch-all")
