@@ -1,8 +1,28 @@
 """pyllm-server: a drop-in for llama-server (same flags, same HTTP API)."""
 from __future__ import annotations
 
+import socket
 import sys
 import threading
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before the model loads (as llama-server); OSError when it cannot be."""
+    if host.endswith(".sock"):  # llama-server: a hostname ending in .sock is a unix socket path
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(host)
+    else:
+        fam, typ, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+        s = socket.socket(fam, typ, proto)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # not a shared port: a live listener still fails
+        try:
+            s.bind(addr)
+        except OSError:
+            s.close()
+            raise
+    s.listen(2048)
+    s.setblocking(False)
+    return s
 
 
 def main(argv=None, core=None) -> int:
@@ -30,12 +50,30 @@ def main(argv=None, core=None) -> int:
     log(f"verbosity = {params.verbosity} (adjust with the `-lv N` CLI arg)", "cmn", "common_param")
     if not params.api_keys and params.cors_origins == "*":
         log("security: no API key is set and CORS allows all origins", "srv", "llama_server", "W")
-    asgi, state = create_app(params, core=core)
     host = params.hostname
-    config = uvicorn.Config(asgi, host=host, port=params.port, log_level="warning", access_log=False,
-                            server_header=False, date_header=True, timeout_keep_alive=max(5, min(params.timeout, 3600)),
-                            lifespan="off")
-    server = uvicorn.Server(config)
+    try:
+        sock = bind_socket(host, params.port)
+    except OSError as e:
+        print(f"error: couldn't bind HTTP server socket, hostname: {host}, port: {params.port}: "
+              f"{e.strerror or e}", file=sys.stderr)
+        return 1
+    asgi, state = create_app(params, core=core)
+    # timeout_graceful_shutdown: a safety net; streams normally end at once (Engine.drain gives them a final event)
+    config = uvicorn.Config(asgi, log_level="warning", access_log=False, server_header=False, date_header=True,
+                            timeout_keep_alive=max(5, min(params.timeout, 3600)), lifespan="off",
+                            timeout_graceful_shutdown=5)
+
+    class _Server(uvicorn.Server):
+        def handle_exit(self, sig, frame):
+            # stop accepting (uvicorn) and end what runs (the engine's worker, between two steps)
+            if state.engine is not None and not self.should_exit:
+                def drain():
+                    log("received signal, shutting down", "srv", "operator()")
+                    state.engine.drain()
+                threading.Thread(target=drain, daemon=True).start()
+            super().handle_exit(sig, frame)
+
+    server = _Server(config)
     rc = {"code": 0}
 
     def loader():
@@ -71,7 +109,7 @@ def main(argv=None, core=None) -> int:
     th = threading.Thread(target=loader, name="pyllm-loader", daemon=True)
     th.start()
     try:
-        server.run()
+        server.run(sockets=[sock])
     except SystemExit as e:
         if e.code:
             log("couldn't bind HTTP server socket", "srv", "llama_server", "E")

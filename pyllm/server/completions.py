@@ -17,7 +17,7 @@ from ..toolcalls import finish_reason as chat_finish_reason
 from .engine import Task
 from .prompts import chat_turn, check_ctx, check_ids, constraint, split_prompts, tokenize_mixed
 from .responses import Shapes, finish_reason, usage
-from .schemas import ApiError, core_params, gen_id, invalid, parse_common, task_params_json
+from .schemas import ApiError, check_fields, core_params, gen_id, invalid, parse_common, task_params_json
 from .state import BUILD_INFO, JSONResp, body_json, server
 from .streaming import DONE, PING, SSE_HEADERS, sse
 
@@ -48,6 +48,7 @@ async def run_completion(request: Request, kind: str):
     body = await body_json(request)
     if not isinstance(body, dict):
         raise invalid("request body must be a JSON object")
+    check_fields(body, kind)
     vocab = lambda s: model.tokenize(s, False, False)  # noqa: E731  (logit_bias text keys)
     if kind == "chat":
         if body.get("top_logprobs") is not None and not body.get("logprobs"):

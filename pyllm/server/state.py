@@ -17,7 +17,9 @@ from .schemas import ApiError, parse_json_body
 from .streaming import dumps
 
 BUILD_INFO = f"b{__version__.replace('.', '')}-pyllm"
-MAX_BODY = 256 * 1024 * 1024
+# the largest request body read (413 above it, before reading it when Content-Length says so): far above any real
+# prompt (a 256k-token context is ~1 MB of text), low enough that a stray upload cannot stall the server
+MAX_BODY = 32 * 1024 * 1024
 PUBLIC_PATHS = {"/health", "/v1/health"}
 
 
@@ -126,7 +128,17 @@ class Gate:
         if cl is not None and cl.isdigit() and int(cl) > MAX_BODY:
             e = ApiError("Request body too large", 413, "invalid_request_error")
             return await error_response(e)(scope, receive, send2)
-        return await self.app(scope, receive, send2)
+        seen = 0
+
+        async def receive2():  # a chunked body has no Content-Length: count as it arrives
+            nonlocal seen
+            msg = await receive()
+            if msg["type"] == "http.request":
+                seen += len(msg.get("body", b""))
+                if seen > MAX_BODY:
+                    raise ApiError("Request body too large", 413, "invalid_request_error")
+            return msg
+        return await self.app(scope, receive2, send2)
 
 
 def server(request: Request) -> ServerState:
