@@ -39,6 +39,13 @@ def main(argv=None, core=None) -> int:
     except ArgError as e:
         print(str(e).rstrip("\n"), file=sys.stderr)
         return 1
+    host = params.hostname  # bound first: a port in use is one line and exit 1, before anything loads
+    try:
+        sock = bind_socket(host, params.port)
+    except OSError as e:
+        print(f"error: couldn't bind HTTP server socket, hostname: {host}, port: {params.port}: "
+              f"{e.strerror or e}", file=sys.stderr)
+        return 1
     note = noop_notice(params)
     if note:
         log(note, "cmn", "", "W")
@@ -50,13 +57,6 @@ def main(argv=None, core=None) -> int:
     log(f"verbosity = {params.verbosity} (adjust with the `-lv N` CLI arg)", "cmn", "common_param")
     if not params.api_keys and params.cors_origins == "*":
         log("security: no API key is set and CORS allows all origins", "srv", "llama_server", "W")
-    host = params.hostname
-    try:
-        sock = bind_socket(host, params.port)
-    except OSError as e:
-        print(f"error: couldn't bind HTTP server socket, hostname: {host}, port: {params.port}: "
-              f"{e.strerror or e}", file=sys.stderr)
-        return 1
     asgi, state = create_app(params, core=core)
     # timeout_graceful_shutdown: a safety net; streams normally end at once (Engine.drain gives them a final event)
     config = uvicorn.Config(asgi, log_level="warning", access_log=False, server_header=False, date_header=True,
@@ -72,6 +72,7 @@ def main(argv=None, core=None) -> int:
                     state.engine.drain()
                 threading.Thread(target=drain, daemon=True).start()
             super().handle_exit(sig, frame)
+            self._captured_signals.clear()  # a clean exit (status 0, as llama-server), not the signal re-raised
 
     server = _Server(config)
     rc = {"code": 0}
