@@ -77,7 +77,6 @@ async def run_completion(request: Request, kind: str):
         check_ctx(pt, e.n_ctx_slot)
     gen_settings = task_params_json(req, False, params.spec_types_str, [t for t in (model.eos, model.eot) if t >= 0])
     slot_params = task_params_json(req, True, params.spec_types_str)
-    cp = core_params(req)
     tasks = []
     outs = []  # chat: one ChatOutput (reasoning / tool-call split) per choice
     for pt in prompts:
@@ -86,7 +85,8 @@ async def run_completion(request: Request, kind: str):
             con = await asyncio.to_thread(_constraint, model, turn, body)
             if turn is not None:
                 outs.append(turn.output(req["stream"]))
-            cpj = dict(cp)
+            # choice j samples with seed+j (llama-server's child tasks); without a seed each task draws its own
+            cpj = core_params(req)
             if j > 0 and req["seed"] != 4294967295:
                 cpj["seed"] = (req["seed"] + j) & 0xFFFFFFFF
             tasks.append(Task(prompt=pt, params=cpj, n_predict=req["n_predict"], stop=list(req["stop"]),
