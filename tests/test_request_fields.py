@@ -29,6 +29,16 @@ VOLATILE = {"timings", "generation_settings", "id", "created", "tokens_cached", 
 N, C, O = "/completion", "/v1/chat/completions", "/v1/completions"
 
 
+def _progress_ok(evs, empty):
+    """prompt_progress chunks: first 0% of the new part (processed == cache), then 100%, then the tokens."""
+    pp = [e for e in evs if "prompt_progress" in e]
+    assert len(pp) == 2 and all(empty(e) for e in pp), pp
+    a, b = pp[0]["prompt_progress"], pp[1]["prompt_progress"]
+    assert a["processed"] == a["cache"] < a["total"] == b["total"] == b["processed"] and b["time_ms"] >= 0
+    assert evs.index(pp[1]) == 1  # before the first token
+    return True
+
+
 def _probs_top(r):
     return len(r["completion_probabilities"][0]["top_logprobs"])
 
@@ -96,7 +106,8 @@ CASES = {
     "thinking_budget_tokens": (C, 0, {"max_tokens": 24}, "differs"),
     "reasoning_budget_message": (C, " Done thinking.", {"max_tokens": 24, "reasoning_budget_tokens": 0}, "differs"),
     # refused (not implemented): 400 naming the field
-    "return_progress": (N, True, {"stream": True}, "400"), "verbose": (C, True, {}, "400"),
+    "return_progress": (N, True, {"stream": True}, lambda r: _progress_ok(r, lambda e: e["content"] == "")),
+    "verbose": (C, True, {}, "400"),
     "continue_final_message": (C, True, {"add_generation_prompt": False}, "400"),
     "n_indent": (N, 2, {}, "400"), "n_cache_reuse": (N, 16, {}, "400"), "t_max_predict_ms": (N, 50, {}, "400"),
     "t_max_prompt_ms": (N, 50, {}, "400"), "lora": (N, [{"id": 0, "scale": 1.0}], {}, "400"),
@@ -201,3 +212,15 @@ def test_adaptive_p_sampler_refused(srv):
     assert r.status_code == 400 and "samplers" in r.json()["error"]["message"]
     r = srv.post("/completion", {**NATIVE, "dry_sequence_breakers": []})
     assert r.status_code == 400 and "dry_sequence_breakers" in r.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("route", [C, O])
+def test_return_progress_shapes(srv, route):
+    body = dict(CHAT if route == C else {**NATIVE, "max_tokens": NATIVE["n_predict"]})
+    body.pop("n_predict", None)
+    rc, evs = send(srv, route, {**body, "stream": True, "return_progress": True})
+    assert rc == 200
+    if route == C:
+        assert _progress_ok(evs, lambda e: e["choices"][0]["delta"] == {"role": "assistant", "content": None})
+    else:
+        assert _progress_ok(evs, lambda e: e["choices"][0]["text"] == "")

@@ -185,6 +185,8 @@ async def stream_gen(e, kind: str, tasks, queue, first: Event, shapes: Shapes, r
     remaining = n
     ping = shapes.req["sse_ping_interval"]
     pending: Optional[Event] = first
+    progress = shapes.req["return_progress"]  # prompt_progress chunks {total, cache, processed, time_ms}
+    t_begin, n_cache, prompt_done = [time.monotonic()] * n, [0] * n, [False] * n
     try:
         while remaining:
             if pending is not None:
@@ -198,7 +200,14 @@ async def stream_gen(e, kind: str, tasks, queue, first: Event, shapes: Shapes, r
             i = ev.data.get("index", 0)
             t = tasks[i]
             if ev.kind == "begin":
+                t_begin[i], n_cache[i] = time.monotonic(), ev.data.get("n_cached", 0)
+                if progress:  # prompt processing starts: processed = the cached part
+                    yield sse(_progress(kind, shapes, t, i, n_cache[i], n_cache[i], 0))
                 continue
+            if progress and ev.kind == "token" and not prompt_done[i]:  # the prompt is in: 100%
+                prompt_done[i] = True
+                yield sse(_progress(kind, shapes, t, i, len(t.prompt), n_cache[i],
+                                    int((time.monotonic() - t_begin[i]) * 1000)))
             if ev.kind == "error":
                 yield sse({"error": {"code": ev.data["code"], "message": ev.data["message"], "type": ev.data["type"]}})
                 return
@@ -244,3 +253,17 @@ async def stream_gen(e, kind: str, tasks, queue, first: Event, shapes: Shapes, r
     finally:
         for t in tasks:
             e.cancel(t)
+
+
+def _progress(kind: str, shapes: Shapes, t, i: int, processed: int, cache: int, time_ms: int) -> dict:
+    """A prompt_progress chunk (llama-server's is_progress partial result) in the route's shape."""
+    pp = {"total": len(t.prompt), "cache": cache, "processed": processed, "time_ms": time_ms}
+    if kind == "native":
+        d = {"index": t.index, "content": "", "tokens": [], "stop": False, "id_slot": t.slot,
+             "tokens_predicted": 0, "tokens_evaluated": len(t.prompt)}
+    elif kind == "oai":
+        d = shapes.oai("text_completion", [shapes.completion_choice(i, "", None, None)])
+    else:
+        d = shapes.chat_chunk(i, {"role": "assistant", "content": None})
+    d["prompt_progress"] = pp
+    return d

@@ -130,7 +130,7 @@ FIELD_TABLE = {
     **{n: "ok" for names, *_ in NUM_FIELDS for n in names if n not in ("n_indent", "n_cache_reuse",
                                                                          "t_max_predict_ms", "n_keep", "n_discard",
                                                                          "adaptive_target", "adaptive_decay")},
-    **{b: "ok" for b in BOOL_FIELDS if b not in ("return_progress", "verbose", "backend_sampling")},
+    **{b: "ok" for b in BOOL_FIELDS if b not in ("verbose", "backend_sampling")},
     "prompt": "ok", "stream_options": "ok", "n_cmpl": "ok", "n": "ok", "seed": "ok", "n_probs": "ok",
     "logprobs": "ok", "top_logprobs": "ok", "stop": "ok", "logit_bias": "ok", "samplers": "ok",
     "id_slot": "ok", "response_fields": "ok", "grammar": "ok", "json_schema": "ok",
@@ -141,7 +141,7 @@ FIELD_TABLE = {
     # (as in llama-server with dry_multiplier 0) they change nothing and are accepted
     "dry_multiplier": "refuse", **{f"dry_{k}": "same" for k in ("base", "allowed_length", "penalty_last_n",
                                                                   "sequence_breakers")},
-    "return_progress": "refuse", "verbose": "refuse", "continue_final_message": "refuse",
+    "verbose": "refuse", "continue_final_message": "refuse",
     "n_indent": "refuse", "n_cache_reuse": "refuse", "t_max_predict_ms": "refuse", "t_max_prompt_ms": "refuse",
     "lora": "refuse", "echo": "refuse", "best_of": "refuse", "suffix": "refuse",
     "grammar_lazy": "refuse", "grammar_triggers": "refuse", "preserved_tokens": "refuse", "reasoning_control": "refuse",
@@ -170,7 +170,7 @@ CHAT_ONLY = ("messages", "tools", "tool_choice", "parallel_tool_calls", "respons
              "reasoning_effort", "add_generation_prompt", "reasoning_budget_tokens", "thinking_budget_tokens",
              "reasoning_budget_message", "reasoning_format", "top_logprobs", "continue_final_message")
 # llama-server's defaults for the refused fields: these values are accepted (they change nothing)
-_REFUSED_DEFAULT = {"dry_multiplier": (0, 0.0), "return_progress": (False,), "verbose": (False,), "continue_final_message": (False,),
+_REFUSED_DEFAULT = {"dry_multiplier": (0, 0.0), "verbose": (False,), "continue_final_message": (False,),
                     "n_indent": (0,), "n_cache_reuse": (0,), "t_max_predict_ms": (-1, 0), "t_max_prompt_ms": (-1, 0),
                     "lora": ([],), "echo": (False,), "grammar_lazy": (False,), "grammar_triggers": ([],),
                     "preserved_tokens": ([],), "reasoning_control": (False,)}
