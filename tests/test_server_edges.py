@@ -33,9 +33,31 @@ def test_port_in_use_exits_1_with_one_line():
 
 @pytest.fixture(scope="module")
 def srv():
-    s = Server("-c", "2048", "-np", "2")
+    s = Server("-c", "2048", "-np", "2", "--metrics")
     yield s
     s.stop()
+
+
+def _head(port, path):
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as c:
+        c.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nOrigin: http://example.com\r\nConnection: close\r\n\r\n"
+                  .encode())
+        out = b""
+        while b"\r\n\r\n" not in out:
+            out += c.recv(65536)
+    return out.split(b"\r\n\r\n")[0].decode().split("\r\n")[1:]
+
+
+def test_header_names_spelled_as_llama_server(srv):
+    """uvicorn/starlette lowercase header names; llama-server (cpp-httplib) sends them capitalized."""
+    names = [h.split(":")[0] for h in _head(srv.port, "/health")]
+    assert "Server" in names and "Content-Type" in names and "Content-Length" in names
+    assert "Access-Control-Allow-Origin" in names
+    assert all(n[0].isupper() for n in names), names
+    hs = _head(srv.port, "/metrics")
+    start = [h for h in hs if h.startswith("Process-Start-Time-Unix: ")]
+    assert start and abs(int(start[0].split(": ")[1]) - time.time()) < 3600
+    assert "Server: llama.cpp" in hs
 
 
 def _raw(port, head: bytes, body: bytes) -> bytes:

@@ -59,7 +59,7 @@ def main(argv=None, core=None) -> int:
         log("security: no API key is set and CORS allows all origins", "srv", "llama_server", "W")
     asgi, state = create_app(params, core=core)
     # timeout_graceful_shutdown: a safety net; streams normally end at once (Engine.drain gives them a final event)
-    config = uvicorn.Config(asgi, log_level="warning", access_log=False, server_header=False, date_header=True,
+    config = uvicorn.Config(asgi, log_level="warning", access_log=False, server_header=False, date_header=False,  # the gate sends both, spelled
                             timeout_keep_alive=max(5, min(params.timeout, 3600)), lifespan="off",
                             timeout_graceful_shutdown=5)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import time
+from email.utils import formatdate
 from typing import Optional
 
 from fastapi import Request
@@ -65,6 +66,12 @@ class ServerState:
         return self.params.hf_repo or self.params.model
 
 
+def _spell(name: bytes) -> bytes:
+    """A header name as llama-server (cpp-httplib) spells it: Content-Type, Process-Start-Time-Unix (starlette
+    lowercases names; h11 sends them as given, and some clients compare them case-sensitively)."""
+    return b"-".join(w[:1].upper() + w[1:] for w in name.split(b"-"))
+
+
 class Gate:
     """Pure-ASGI middleware: Server header, CORS, loading 503, API key, body size (order as llama-server)."""
 
@@ -78,7 +85,7 @@ class Gate:
         p = self.state.params
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         origin = headers.get("origin")
-        extra = [(b"server", b"llama.cpp")]
+        extra = [(b"Server", b"llama.cpp")]
         allow = None
         if p.cors_origins == "*":
             allow = origin if (origin and p.cors_credentials) else "*"
@@ -91,12 +98,12 @@ class Gate:
         else:
             allow = p.cors_origins
         if allow:
-            extra.append((b"access-control-allow-origin", allow.encode("latin-1")))
+            extra.append((b"Access-Control-Allow-Origin", allow.encode("latin-1")))
 
         async def send2(msg):
             if msg["type"] == "http.response.start":
-                hs = [h for h in msg.get("headers", []) if h[0].lower() != b"server"]
-                msg["headers"] = hs + extra
+                hs = [(_spell(k), v) for k, v in msg.get("headers", []) if k.lower() != b"server"]
+                msg["headers"] = hs + extra + [(b"Date", formatdate(usegmt=True).encode())]
             await send(msg)
 
         method = scope["method"]
