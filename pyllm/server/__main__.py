@@ -58,8 +58,9 @@ def main(argv=None, core=None) -> int:
     if not params.api_keys and params.cors_origins == "*":
         log("security: no API key is set and CORS allows all origins", "srv", "llama_server", "W")
     asgi, state = create_app(params, core=core)
-    # timeout_graceful_shutdown: a safety net; streams normally end at once (Engine.drain gives them a final event)
-    config = uvicorn.Config(asgi, log_level="warning", access_log=False, server_header=False, date_header=False,  # the gate sends both, spelled
+    # timeout_graceful_shutdown: a safety net; streams normally end at once (Engine.drain gives them a final event).
+    # No Server / Date header from uvicorn: the gate sends both, spelled as llama-server does
+    config = uvicorn.Config(asgi, log_level="warning", access_log=False, server_header=False, date_header=False,
                             timeout_keep_alive=max(5, min(params.timeout, 3600)), lifespan="off",
                             timeout_graceful_shutdown=5)
 
