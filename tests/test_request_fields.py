@@ -26,7 +26,8 @@ VOLATILE = {"timings", "generation_settings", "id", "created", "tokens_cached", 
 
 # field -> (route, value, base additions, check); check: "differs" (the output/shape differs from the same request
 # without the field), "400", "200" (accepted: llama-server ignores it too), or a predicate on the response
-N, C, O = "/completion", "/v1/chat/completions", "/v1/completions"
+N, C, O, A = "/completion", "/v1/chat/completions", "/v1/completions", "/apply-template"
+PREFILL = [{"role": "user", "content": "Tell me a story."}, {"role": "assistant", "content": "Once upon a"}]
 
 
 def _progress_ok(evs, empty):
@@ -108,7 +109,8 @@ CASES = {
     # refused (not implemented): 400 naming the field
     "return_progress": (N, True, {"stream": True}, lambda r: _progress_ok(r, lambda e: e["content"] == "")),
     "verbose": (C, True, {}, "400"),
-    "continue_final_message": (C, True, {"add_generation_prompt": False}, "400"),
+    "continue_final_message": (A, True, {"messages": PREFILL, "add_generation_prompt": False},
+                               lambda r: r["prompt"].endswith("Once upon a")),  # more: test_assistant_prefill
     "n_indent": (N, 2, {}, "400"), "n_cache_reuse": (N, 16, {}, "400"), "t_max_predict_ms": (N, 50, {}, "400"),
     "t_max_prompt_ms": (N, 50, {}, "400"), "lora": (N, [{"id": 0, "scale": 1.0}], {}, "400"),
     "echo": (O, True, {"prompt": "x"}, "400"), "best_of": (O, 2, {"prompt": "x"}, "400"),
@@ -162,7 +164,7 @@ def test_table_is_walked():
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_field(srv, name):
     route, value, extra, check = CASES[name]
-    base = dict(CHAT if route == C else NATIVE)
+    base = dict(CHAT if route in (C, A) else NATIVE)
     if route == O:
         base.pop("n_predict")
     base.update(extra)
@@ -224,3 +226,30 @@ def test_return_progress_shapes(srv, route):
         assert _progress_ok(evs, lambda e: e["choices"][0]["delta"] == {"role": "assistant", "content": None})
     else:
         assert _progress_ok(evs, lambda e: e["choices"][0]["text"] == "")
+
+
+def test_assistant_prefill(srv):
+    """A trailing assistant message is continued (--prefill-assistant, the default), as continue_final_message."""
+    r = srv.post(A, {"messages": PREFILL}).json()
+    assert r["prompt"].endswith("Once upon a")
+    r = srv.post(C, {"messages": PREFILL, "max_tokens": 4, "temperature": 0.0})
+    assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"]
+    for body, field, msg in [
+            ({"messages": PREFILL + [PREFILL[1]]}, "messages", "2 or more assistant messages"),
+            ({"messages": PREFILL, "continue_final_message": True}, "continue_final_message",
+             "Cannot set both add_generation_prompt and continue_final_message"),
+            ({"messages": PREFILL[:1], "continue_final_message": True, "add_generation_prompt": False},
+             "continue_final_message", "final assistant message"),
+            ({"messages": [PREFILL[0], {**PREFILL[1], "tool_calls": [{"type": "function", "id": "1", "function": {
+                "name": "add", "arguments": "{}"}}]}]}, "continue_final_message", "contains tool calls")]:
+        r = srv.post(C, body)
+        assert r.status_code == 400 and msg in r.json()["error"]["message"], (body, r.text)
+
+
+def test_no_prefill_assistant_flag():
+    with Server("-c", "1024", "-np", "1", "--jinja", "--chat-template-file", str(TEMPLATE),
+                "--no-prefill-assistant") as s:
+        p = s.post(A, {"messages": PREFILL}).json()["prompt"]
+        assert not p.endswith("Once upon a") and p.endswith("<|im_start|>assistant\n<think>\n")
+        p = s.post(A, {"messages": PREFILL, "continue_final_message": True, "add_generation_prompt": False}).json()
+        assert p["prompt"].endswith("Once upon a")

@@ -141,7 +141,7 @@ FIELD_TABLE = {
     # (as in llama-server with dry_multiplier 0) they change nothing and are accepted
     "dry_multiplier": "refuse", **{f"dry_{k}": "same" for k in ("base", "allowed_length", "penalty_last_n",
                                                                   "sequence_breakers")},
-    "verbose": "refuse", "continue_final_message": "refuse",
+    "continue_final_message": "ok", "verbose": "refuse",
     "n_indent": "refuse", "n_cache_reuse": "refuse", "t_max_predict_ms": "refuse", "t_max_prompt_ms": "refuse",
     "lora": "refuse", "echo": "refuse", "best_of": "refuse", "suffix": "refuse",
     "grammar_lazy": "refuse", "grammar_triggers": "refuse", "preserved_tokens": "refuse", "reasoning_control": "refuse",
@@ -170,7 +170,7 @@ CHAT_ONLY = ("messages", "tools", "tool_choice", "parallel_tool_calls", "respons
              "reasoning_effort", "add_generation_prompt", "reasoning_budget_tokens", "thinking_budget_tokens",
              "reasoning_budget_message", "reasoning_format", "top_logprobs", "continue_final_message")
 # llama-server's defaults for the refused fields: these values are accepted (they change nothing)
-_REFUSED_DEFAULT = {"dry_multiplier": (0, 0.0), "verbose": (False,), "continue_final_message": (False,),
+_REFUSED_DEFAULT = {"dry_multiplier": (0, 0.0), "verbose": (False,),
                     "n_indent": (0,), "n_cache_reuse": (0,), "t_max_predict_ms": (-1, 0), "t_max_prompt_ms": (-1, 0),
                     "lora": ([],), "echo": (False,), "grammar_lazy": (False,), "grammar_triggers": ([],),
                     "preserved_tokens": ([],), "reasoning_control": (False,)}
@@ -190,8 +190,6 @@ def check_fields(body: dict, kind: str):
             continue  # unknown to the native and chat routes
         if name == "echo" and v is True:
             raise invalid("Field 'echo': Only no echo is supported")
-        if name == "continue_final_message" and kind != "chat":
-            continue  # a chat field: unknown to the completion routes
         if any(v == d and type(v) is type(d) for d in _REFUSED_DEFAULT.get(name, ())):
             continue
         raise invalid(f"Field '{name}' is not supported by pyllm")
