@@ -108,7 +108,8 @@ CASES = {
     "reasoning_budget_message": (C, " Done thinking.", {"max_tokens": 24, "reasoning_budget_tokens": 0}, "differs"),
     # refused (not implemented): 400 naming the field
     "return_progress": (N, True, {"stream": True}, lambda r: _progress_ok(r, lambda e: e["content"] == "")),
-    "verbose": (C, True, {}, "400"),
+    "verbose": (C, True, {}, lambda r: r["__verbose"]["prompt"].endswith("<|im_start|>assistant\n<think>\n") and
+                r["__verbose"]["tokens_predicted"] == r["usage"]["completion_tokens"]),
     "continue_final_message": (A, True, {"messages": PREFILL, "add_generation_prompt": False},
                                lambda r: r["prompt"].endswith("Once upon a")),  # more: test_assistant_prefill
     "n_indent": (N, 2, {}, "400"), "n_cache_reuse": (N, 16, {}, "400"), "t_max_predict_ms": (N, 50, {}, "400"),

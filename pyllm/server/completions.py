@@ -163,10 +163,11 @@ async def collect(e, kind: str, tasks, queue, shapes: Shapes, request: Request, 
         out = [shapes.native_final(t, fins[k], texts[k], probs[k], False) for k, t in enumerate(tasks)]
         return JSONResp(out[0] if len(out) == 1 else out)
     timings = fins[-1]["timings"] if fins else {}
+    verbose = shapes.native_final(tasks[0], fins[0], texts[0], probs[0], False) if shapes.req["verbose"] else None
     if kind == "oai":
         choices = [shapes.completion_choice(k, texts[k], probs[k], finish_reason(fins[k]["stop_type"]))
                    for k in range(n)]
-        return JSONResp(shapes.oai("text_completion", choices, usage(fins), timings))
+        return JSONResp(shapes.oai("text_completion", choices, usage(fins), timings, verbose))
     choices = []
     for k in range(n):
         out = outs[k]
@@ -175,7 +176,7 @@ async def collect(e, kind: str, tasks, queue, shapes: Shapes, request: Request, 
         msg = out.message()
         reason = chat_finish_reason(fins[k]["stop_type"], len(msg.get("tool_calls") or ()))
         choices.append(shapes.chat_choice(k, msg, probs[k], reason))
-    return JSONResp(shapes.oai("chat.completion", choices, usage(fins), timings))
+    return JSONResp(shapes.oai("chat.completion", choices, usage(fins), timings, verbose))
 
 
 async def stream_gen(e, kind: str, tasks, queue, first: Event, shapes: Shapes, request: Request, outs=()):

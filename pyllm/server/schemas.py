@@ -130,7 +130,7 @@ FIELD_TABLE = {
     **{n: "ok" for names, *_ in NUM_FIELDS for n in names if n not in ("n_indent", "n_cache_reuse",
                                                                          "t_max_predict_ms", "n_keep", "n_discard",
                                                                          "adaptive_target", "adaptive_decay")},
-    **{b: "ok" for b in BOOL_FIELDS if b not in ("verbose", "backend_sampling")},
+    **{b: "ok" for b in BOOL_FIELDS if b != "backend_sampling"},
     "prompt": "ok", "stream_options": "ok", "n_cmpl": "ok", "n": "ok", "seed": "ok", "n_probs": "ok",
     "logprobs": "ok", "top_logprobs": "ok", "stop": "ok", "logit_bias": "ok", "samplers": "ok",
     "id_slot": "ok", "response_fields": "ok", "grammar": "ok", "json_schema": "ok",
@@ -141,7 +141,7 @@ FIELD_TABLE = {
     # (as in llama-server with dry_multiplier 0) they change nothing and are accepted
     "dry_multiplier": "refuse", **{f"dry_{k}": "same" for k in ("base", "allowed_length", "penalty_last_n",
                                                                   "sequence_breakers")},
-    "continue_final_message": "ok", "verbose": "refuse",
+    "continue_final_message": "ok",
     "n_indent": "refuse", "n_cache_reuse": "refuse", "t_max_predict_ms": "refuse", "t_max_prompt_ms": "refuse",
     "lora": "refuse", "echo": "refuse", "best_of": "refuse", "suffix": "refuse",
     "grammar_lazy": "refuse", "grammar_triggers": "refuse", "preserved_tokens": "refuse", "reasoning_control": "refuse",
@@ -170,7 +170,7 @@ CHAT_ONLY = ("messages", "tools", "tool_choice", "parallel_tool_calls", "respons
              "reasoning_effort", "add_generation_prompt", "reasoning_budget_tokens", "thinking_budget_tokens",
              "reasoning_budget_message", "reasoning_format", "top_logprobs", "continue_final_message")
 # llama-server's defaults for the refused fields: these values are accepted (they change nothing)
-_REFUSED_DEFAULT = {"dry_multiplier": (0, 0.0), "verbose": (False,),
+_REFUSED_DEFAULT = {"dry_multiplier": (0, 0.0),
                     "n_indent": (0,), "n_cache_reuse": (0,), "t_max_predict_ms": (-1, 0), "t_max_prompt_ms": (-1, 0),
                     "lora": ([],), "echo": (False,), "grammar_lazy": (False,), "grammar_triggers": ([],),
                     "preserved_tokens": ([],), "reasoning_control": (False,)}
@@ -215,7 +215,7 @@ def defaults_from_cli(p: Params) -> dict:
         "adaptive_target": -1.0, "adaptive_decay": 0.9, "min_keep": p.min_keep, "n_probs": p.n_probs,
         "stream": False, "cache_prompt": p.cache_prompt, "ignore_eos": p.ignore_eos, "post_sampling_probs": False,
         "return_tokens": False, "return_progress": False, "timings_per_token": False, "backend_sampling": False,
-        "verbose": False, "stop": list(p.antiprompt), "logit_bias": [], "id_slot": -1, "n_cmpl": 1,
+        "verbose": p.verbose, "stop": list(p.antiprompt), "logit_bias": [], "id_slot": -1, "n_cmpl": 1,
         "samplers": list(p.samplers), "response_fields": [], "dry_sequence_breakers": list(DRY_BREAKERS),
     }
 
