@@ -100,3 +100,12 @@ def test_input_tokens_and_errors(srv):
     r = srv.post("/v1/responses", {"input": "x", "n_indent": 2})
     assert r.status_code == 400 and "n_indent" in r.json()["error"]["message"]
     assert httpx.get(srv.url + "/health").status_code == 200
+
+
+def test_messages_refuses_unimplemented_fields(srv):
+    r = srv.post("/v1/messages", {"model": "m", "max_tokens": 4, "messages": [{"role": "user", "content": "Hi"}],
+                                  "n_indent": 2})
+    assert r.status_code == 400 and "n_indent" in r.json()["error"]["message"]
+    r = srv.post("/v1/messages", {"model": "m", "max_tokens": 4, "messages": [{"role": "user", "content": "Hi"}],
+                                  "metadata": {"user_id": "u"}})
+    assert r.status_code == 200
