@@ -152,3 +152,23 @@ def test_signal_ends_streams_and_exits(sig, route):
         assert "leak" not in s.output()
     finally:
         s.stop()
+
+
+def test_several_hosts_and_unix_socket(tmp_path):
+    """--host takes comma-separated addresses (and paths ending in .sock), as llama-server."""
+    sock = str(tmp_path / "pyllm.sock")
+    s = Server("--host", f"127.0.0.1, 127.0.0.2,{sock}", "-c", "1024", "-np", "1")
+    try:
+        for h in ("127.0.0.1", "127.0.0.2"):
+            assert httpx.get(f"http://{h}:{s.port}/health", timeout=5).status_code == 200
+        with httpx.Client(transport=httpx.HTTPTransport(uds=sock)) as c:
+            r = c.post("http://x/completion", json={"prompt": "Hi", "n_predict": 2}, timeout=30)
+            assert r.status_code == 200 and r.json()["tokens_predicted"] == 2
+        out = s.output()
+        assert f"listening on http://127.0.0.2:{s.port}" in out and f"listening on unix://{sock}" in out
+    finally:
+        s.stop()
+    assert not (tmp_path / "pyllm.sock").exists()  # removed at exit
+    p = subprocess.run([sys.executable, "-m", "pyllm.server", "--host", " , ", "--port", str(free_port())],
+                       cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and "--host requires at least one address" in p.stderr
