@@ -2,8 +2,8 @@
 
 create_app wires the pieces: state.py (ServerState, the ASGI gate, JSON responses), routes.py (health, props,
 models, tokenize, slots, metrics, ...), completions.py (/completion, /v1/completions, /v1/chat/completions),
-messages.py (/v1/messages), oai_responses.py (/v1/responses) with the response shapes of responses.py, and webui.py (the static web UI at /,
-registered last). The routes reach the model through pyllm's Python API only."""
+messages.py (/v1/messages), oai_responses.py (/v1/responses) with the response shapes of responses.py, and
+webui.py (the static web UI at /, registered last). The routes reach the model through pyllm's Python API only."""
 from __future__ import annotations
 
 from typing import Optional

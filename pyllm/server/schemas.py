@@ -190,8 +190,8 @@ def check_fields(body: dict, kind: str):
             continue  # unknown to the native and chat routes
         if name == "echo" and v is True:
             raise invalid("Field 'echo': Only no echo is supported")
-        if any(v == d and type(v) is type(d) for d in _REFUSED_DEFAULT.get(name, ())):
-            continue
+        if any(v == d and isinstance(v, bool) == isinstance(d, bool) for d in _REFUSED_DEFAULT.get(name, ())):
+            continue  # the default value (0 and 0.0 alike; never true for 1)
         raise invalid(f"Field '{name}' is not supported by pyllm")
     if kind != "chat":
         for name in ("reasoning_format", "reasoning_budget_tokens", "thinking_budget_tokens",
