@@ -181,7 +181,8 @@ class ChatSetup:
             raise RequestError("continue_final_message",
                                "Cannot set both add_generation_prompt and continue_final_message to true.")
         if cont and last.get("role") == "assistant" and last.get("tool_calls"):
-            raise RequestError("continue_final_message", "Cannot continue an assistant message that contains tool calls.")
+            raise RequestError("continue_final_message",
+                               "Cannot continue an assistant message that contains tool calls.")
         if cont and last.get("role") != "assistant":
             raise RequestError("continue_final_message", "continue_final_message needs a final assistant message")
         return cont
