@@ -150,6 +150,7 @@ class Params:
     n_gen_bench: list = field(default_factory=list)
     # bookkeeping
     ignored: list = field(default_factory=list)      # GPU / no-op flags seen, reported once
+    unimplemented: list = field(default_factory=list)  # accepted flags pyllm does not implement yet (warned)
     usage: bool = False
     version: bool = False
 
@@ -321,6 +322,12 @@ def _postprocess(p: Params, tool: str):
     if p.spec_synth_rates and len(p.spec_synth_rates) != p.spec_draft_n_max:
         raise ArgError(f"synthetic acceptance rates must contain {p.spec_draft_n_max} values, "
                        f"got {len(p.spec_synth_rates)}")
+    # accepted for compatibility, not implemented: warned about by noop_notice, never silently dropped
+    for on, name in ((p.use_mlock, "--mlock"), (not p.use_mmap, "--no-mmap"), (p.cache_reuse > 0, "--cache-reuse"),
+                     (p.context_shift, "--context-shift"), (p.conversation == "on", "--conversation"),
+                     (p.cache_type_k != "f16", "--cache-type-k"), (p.cache_type_v != "f16", "--cache-type-v")):
+        if on and name not in p.unimplemented:
+            p.unimplemented.append(name)
     if p.n_parallel == 0:
         raise ArgError("error: invalid value for --parallel: 0")
     if tool == "server" and p.n_parallel < 0:
@@ -341,13 +348,41 @@ def check_supported(p: Params):
     if p.spec_draft_model:
         raise ArgError("error: separate draft models (--spec-draft-model) are not supported by pyllm; "
                        "use --spec-type draft-mtp")
+    _check_chat_template(p)
+
+
+def _check_chat_template(p: Params):
+    """--chat-template: a built-in name or a jinja source that renders one user message, as llama-server checks
+    (common_chat_verify_template); anything else (an unknown name) stops the start."""
+    t = p.chat_template
+    if not t or p.chat_template_file:
+        return
+    from .chat import BUILTIN_TEMPLATES, apply_chat_template
+    if t in BUILTIN_TEMPLATES:
+        return
+    looks_like_name = "{{" not in t and "{%" not in t
+    ok = not looks_like_name
+    if ok:
+        try:
+            apply_chat_template(t, [{"role": "user", "content": "test"}])
+        except Exception:  # jinja2 syntax / render errors
+            ok = False
+    if not ok:
+        raise ArgError(f"error: the supplied chat template is not supported: {t}\n"
+                       f"note: built-in templates: {', '.join(sorted(BUILTIN_TEMPLATES))}")
 
 
 def noop_notice(p: Params) -> Optional[str]:
-    if not p.ignored:
-        return None
-    names = ", ".join(dict.fromkeys(p.ignored))
-    return f"pyllm runs on CPU: ignoring GPU/device/tuning options: {names}"
+    """The startup warning naming every accepted flag pyllm ignores (None: there is none)."""
+    lines = []
+    if p.ignored:
+        lines.append(f"pyllm runs on CPU: ignoring GPU/device/tuning options: {', '.join(dict.fromkeys(p.ignored))}")
+    if p.unimplemented:
+        lines.append(f"pyllm does not implement these yet: ignoring options: {', '.join(p.unimplemented)}")
+    if p.embedding:
+        lines.append("pyllm does not implement embeddings: ignoring --embeddings "
+                     "(/embedding and /v1/embeddings answer 501)")
+    return "\n".join(lines) or None
 
 
 def default_model() -> Optional[str]:

@@ -35,7 +35,8 @@ class RequestError(ValueError):
 # the chat fields this module implements (besides the sampling fields every completion route takes)
 CHAT_FIELDS = ("messages", "tools", "tool_choice", "parallel_tool_calls", "response_format", "json_schema",
                "grammar", "chat_template_kwargs", "reasoning_format", "reasoning_effort", "add_generation_prompt",
-               "reasoning_budget_tokens", "thinking_budget_tokens", "reasoning_budget_message")
+               "reasoning_budget_tokens", "thinking_budget_tokens", "reasoning_budget_message",
+               "continue_final_message")
 
 
 @dataclass
@@ -85,7 +86,7 @@ class ChatSetup:
 
     def __init__(self, template: str, *, bos_token: str = "", eos_token: str = "", use_jinja: bool = True,
                  template_kwargs=None, reasoning_format: str = "auto", reasoning_mode: str = "auto",
-                 reasoning_budget: int = -1, reasoning_budget_message: str = ""):
+                 reasoning_budget: int = -1, reasoning_budget_message: str = "", prefill_assistant: bool = True):
         self.template = template
         self.caps = template_caps(template)
         self.fmt = detect_format(template)
@@ -95,6 +96,7 @@ class ChatSetup:
         self.reasoning_format = parse_reasoning_format(reasoning_format)
         self.reasoning_mode = reasoning_mode
         self.budget, self.budget_message = reasoning_budget, reasoning_budget_message
+        self.prefill_assistant = prefill_assistant  # --prefill-assistant: a trailing assistant message is continued
 
     def prepare(self, body: dict) -> ChatTurn:
         try:
@@ -128,6 +130,9 @@ class ChatSetup:
         agp = body.get("add_generation_prompt", True)
         if not isinstance(agp, bool):
             raise RequestError("add_generation_prompt", "Field 'add_generation_prompt': type must be boolean")
+        cont = self._continuation(body, agp)
+        if cont:
+            agp = False
         budget, bmsg = self.budget, self.budget_message
         for name in ("reasoning_budget_tokens", "thinking_budget_tokens"):
             v = body.get(name)
@@ -146,11 +151,55 @@ class ChatSetup:
             msgs = prepare_messages(normalize_messages(body.get("messages")), self.caps, extra)
         except ValueError as e:
             raise RequestError("messages", str(e)) from None
+        if cont and not _text(msgs[-1].get("content")):
+            msgs, agp = msgs[:-1], True  # continuing an empty assistant message = starting it
+            cont = False
         try:
             prompt, gen = render_chat(self.template, msgs, tools=plan.tools or None, add_generation_prompt=agp,
                                       bos_token=self.bos_token, eos_token=self.eos_token,
                                       template_kwargs=th.template_kwargs)
         except ValueError as e:
             raise RequestError("messages", f"failed to apply chat template: {e}") from None
+        if cont:
+            prompt = _continue_final(prompt, msgs[-1])
         return ChatTurn(prompt, gen, self.fmt, plan, rfmt, thinking_open_at_end(gen), grammar, schema, budget, bmsg,
                         plan.tools)
+
+    def _continuation(self, body: dict, agp: bool) -> bool:
+        """llama-server's rules: continue_final_message, or (--prefill-assistant) a trailing assistant message."""
+        cfm = body.get("continue_final_message")
+        if cfm is not None and not isinstance(cfm, bool):
+            raise RequestError("continue_final_message", "Field 'continue_final_message': type must be boolean")
+        msgs = body.get("messages") if isinstance(body.get("messages"), list) else []
+        last = msgs[-1] if msgs and isinstance(msgs[-1], dict) else {}
+        cont = bool(cfm)
+        if not cont and self.prefill_assistant and last.get("role") == "assistant":
+            if len(msgs) >= 2 and isinstance(msgs[-2], dict) and msgs[-2].get("role") == "assistant":
+                raise RequestError("messages", "Cannot have 2 or more assistant messages at the end of the list.")
+            cont, agp = True, False
+        if cont and agp:
+            raise RequestError("continue_final_message",
+                               "Cannot set both add_generation_prompt and continue_final_message to true.")
+        if cont and last.get("role") == "assistant" and last.get("tool_calls"):
+            raise RequestError("continue_final_message",
+                               "Cannot continue an assistant message that contains tool calls.")
+        if cont and last.get("role") != "assistant":
+            raise RequestError("continue_final_message", "continue_final_message needs a final assistant message")
+        return cont
+
+
+def _text(content) -> str:
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return content or ""
+
+
+def _continue_final(prompt: str, final: dict) -> str:
+    """The rendered conversation cut right after the final assistant message's text (what the template appends
+    after it, end-of-turn tokens, goes), so generation continues that message (as HF transformers does)."""
+    text = _text(final.get("content")).strip()
+    i = prompt.rfind(text)
+    if i < 0:
+        raise RequestError("messages", "continue_final_message: the template does not render the final assistant "
+                                       "message's text verbatim")
+    return prompt[:i + len(text)]

@@ -13,7 +13,7 @@ import os
 import sys
 import time
 
-from ..args import ArgError, Params, check_supported, parse_args, resolve_model, usage
+from ..args import ArgError, Params, check_supported, noop_notice, parse_args, resolve_model, usage
 
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"', "a": "\a", "b": "\b", "f": "\f",
             "v": "\v", "0": "\0"}
@@ -80,6 +80,9 @@ def main(argv=None) -> int:
         return _err(str(e))
     if not os.path.isfile(p.model):
         return _err(f"error: failed to load model '{p.model}': file not found")
+    note = noop_notice(p)
+    if note:
+        print(note, file=sys.stderr)
 
     from ..generation import Generator, Request
     from ..model import Model

@@ -2,8 +2,8 @@
 
 create_app wires the pieces: state.py (ServerState, the ASGI gate, JSON responses), routes.py (health, props,
 models, tokenize, slots, metrics, ...), completions.py (/completion, /v1/completions, /v1/chat/completions),
-messages.py (/v1/messages) with the response shapes of responses.py, and webui.py (the static web UI at /,
-registered last). The routes reach the model through pyllm's Python API only."""
+messages.py (/v1/messages), oai_responses.py (/v1/responses) with the response shapes of responses.py, and
+webui.py (the static web UI at /, registered last). The routes reach the model through pyllm's Python API only."""
 from __future__ import annotations
 
 from typing import Optional
@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..args import Params
-from . import completions, messages, routes, webui
+from . import completions, messages, oai_responses, routes, webui
 from .schemas import ApiError
 from .state import Gate, ServerState, error_response
 
@@ -41,5 +41,6 @@ def create_app(params: Params, core=None, state: Optional[ServerState] = None):
     app.include_router(routes.router, prefix=params.api_prefix or "")
     app.include_router(completions.router, prefix=params.api_prefix or "")
     app.include_router(messages.router, prefix=params.api_prefix or "")
+    app.include_router(oai_responses.router, prefix=params.api_prefix or "")
     app.include_router(webui.router, prefix=params.api_prefix or "")  # last: its catch-all GET serves files
     return Gate(app, st), st

@@ -17,7 +17,7 @@ from ..toolcalls import finish_reason as chat_finish_reason
 from .engine import Task
 from .prompts import chat_turn, check_ctx, check_ids, constraint, split_prompts, tokenize_mixed
 from .responses import Shapes, finish_reason, usage
-from .schemas import ApiError, core_params, gen_id, invalid, parse_common, task_params_json
+from .schemas import ApiError, check_fields, core_params, gen_id, invalid, parse_common, task_params_json
 from .state import BUILD_INFO, JSONResp, body_json, server
 from .streaming import DONE, PING, SSE_HEADERS, sse
 
@@ -48,6 +48,7 @@ async def run_completion(request: Request, kind: str):
     body = await body_json(request)
     if not isinstance(body, dict):
         raise invalid("request body must be a JSON object")
+    check_fields(body, kind)
     vocab = lambda s: model.tokenize(s, False, False)  # noqa: E731  (logit_bias text keys)
     if kind == "chat":
         if body.get("top_logprobs") is not None and not body.get("logprobs"):
@@ -76,7 +77,6 @@ async def run_completion(request: Request, kind: str):
         check_ctx(pt, e.n_ctx_slot)
     gen_settings = task_params_json(req, False, params.spec_types_str, [t for t in (model.eos, model.eot) if t >= 0])
     slot_params = task_params_json(req, True, params.spec_types_str)
-    cp = core_params(req)
     tasks = []
     outs = []  # chat: one ChatOutput (reasoning / tool-call split) per choice
     for pt in prompts:
@@ -85,7 +85,8 @@ async def run_completion(request: Request, kind: str):
             con = await asyncio.to_thread(_constraint, model, turn, body)
             if turn is not None:
                 outs.append(turn.output(req["stream"]))
-            cpj = dict(cp)
+            # choice j samples with seed+j (llama-server's child tasks); without a seed each task draws its own
+            cpj = core_params(req)
             if j > 0 and req["seed"] != 4294967295:
                 cpj["seed"] = (req["seed"] + j) & 0xFFFFFFFF
             tasks.append(Task(prompt=pt, params=cpj, n_predict=req["n_predict"], stop=list(req["stop"]),
@@ -162,10 +163,11 @@ async def collect(e, kind: str, tasks, queue, shapes: Shapes, request: Request, 
         out = [shapes.native_final(t, fins[k], texts[k], probs[k], False) for k, t in enumerate(tasks)]
         return JSONResp(out[0] if len(out) == 1 else out)
     timings = fins[-1]["timings"] if fins else {}
+    verbose = shapes.native_final(tasks[0], fins[0], texts[0], probs[0], False) if shapes.req["verbose"] else None
     if kind == "oai":
         choices = [shapes.completion_choice(k, texts[k], probs[k], finish_reason(fins[k]["stop_type"]))
                    for k in range(n)]
-        return JSONResp(shapes.oai("text_completion", choices, usage(fins), timings))
+        return JSONResp(shapes.oai("text_completion", choices, usage(fins), timings, verbose))
     choices = []
     for k in range(n):
         out = outs[k]
@@ -174,7 +176,7 @@ async def collect(e, kind: str, tasks, queue, shapes: Shapes, request: Request, 
         msg = out.message()
         reason = chat_finish_reason(fins[k]["stop_type"], len(msg.get("tool_calls") or ()))
         choices.append(shapes.chat_choice(k, msg, probs[k], reason))
-    return JSONResp(shapes.oai("chat.completion", choices, usage(fins), timings))
+    return JSONResp(shapes.oai("chat.completion", choices, usage(fins), timings, verbose))
 
 
 async def stream_gen(e, kind: str, tasks, queue, first: Event, shapes: Shapes, request: Request, outs=()):
@@ -184,6 +186,8 @@ async def stream_gen(e, kind: str, tasks, queue, first: Event, shapes: Shapes, r
     remaining = n
     ping = shapes.req["sse_ping_interval"]
     pending: Optional[Event] = first
+    progress = shapes.req["return_progress"]  # prompt_progress chunks {total, cache, processed, time_ms}
+    t_begin, n_cache, prompt_done = [time.monotonic()] * n, [0] * n, [False] * n
     try:
         while remaining:
             if pending is not None:
@@ -197,7 +201,14 @@ async def stream_gen(e, kind: str, tasks, queue, first: Event, shapes: Shapes, r
             i = ev.data.get("index", 0)
             t = tasks[i]
             if ev.kind == "begin":
+                t_begin[i], n_cache[i] = time.monotonic(), ev.data.get("n_cached", 0)
+                if progress:  # prompt processing starts: processed = the cached part
+                    yield sse(_progress(kind, shapes, t, i, n_cache[i], n_cache[i], 0))
                 continue
+            if progress and ev.kind == "token" and not prompt_done[i]:  # the prompt is in: 100%
+                prompt_done[i] = True
+                yield sse(_progress(kind, shapes, t, i, len(t.prompt), n_cache[i],
+                                    int((time.monotonic() - t_begin[i]) * 1000)))
             if ev.kind == "error":
                 yield sse({"error": {"code": ev.data["code"], "message": ev.data["message"], "type": ev.data["type"]}})
                 return
@@ -243,3 +254,17 @@ async def stream_gen(e, kind: str, tasks, queue, first: Event, shapes: Shapes, r
     finally:
         for t in tasks:
             e.cancel(t)
+
+
+def _progress(kind: str, shapes: Shapes, t, i: int, processed: int, cache: int, time_ms: int) -> dict:
+    """A prompt_progress chunk (llama-server's is_progress partial result) in the route's shape."""
+    pp = {"total": len(t.prompt), "cache": cache, "processed": processed, "time_ms": time_ms}
+    if kind == "native":
+        d = {"index": t.index, "content": "", "tokens": [], "stop": False, "id_slot": t.slot,
+             "tokens_predicted": 0, "tokens_evaluated": len(t.prompt)}
+    elif kind == "oai":
+        d = shapes.oai("text_completion", [shapes.completion_choice(i, "", None, None)])
+    else:
+        d = shapes.chat_chunk(i, {"role": "assistant", "content": None})
+    d["prompt_progress"] = pp
+    return d

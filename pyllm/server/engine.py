@@ -69,6 +69,7 @@ class Engine:
         self._slot_last_used = [0.0] * self.n_slots
         self._slot_info = [None] * self.n_slots                # last task summary per slot (for /slots)
         self._stop = False
+        self._draining = False                # shutting down: running tasks end now, new ones are refused
         self._thread: Optional[threading.Thread] = None
         self.t_start = time.time()
         self.n_ctx = 0
@@ -95,6 +96,13 @@ class Engine:
             self._cond.notify_all()
         if self._thread is not None:
             self._thread.join(timeout=10)
+
+    def drain(self):
+        """Shutdown (SIGINT/SIGTERM): every running task ends with its normal final event (stop_type "limit"),
+        queued and later tasks get a 503; done by the worker between two steps. Any thread."""
+        with self._cond:
+            self._draining = True
+            self._cond.notify_all()
 
     # ---------------------------------------------------------------- asyncio side
     def submit(self, task: Task, queue: Optional[asyncio.Queue] = None) -> asyncio.Queue:
@@ -135,8 +143,27 @@ class Engine:
                 best, best_lcp = s, n
         return best
 
+    def _drain_now(self):
+        """Under the lock, in the worker: end running tasks with a final event, refuse queued ones."""
+        for slot, task in list(self._running.items()):
+            fin = self.gen.cancel(slot)
+            if fin is None:
+                self._running.pop(slot, None)
+                continue
+            if task.cancelled:
+                self._finished(task, fin)
+                continue
+            fin["stop_type"] = "limit"
+            self._deliver(task, Event("done", data=fin, seq=slot))
+        while self._pending:
+            task = self._pending.popleft()
+            self._emit(task, Event("error", data={"code": 503, "type": "unavailable_error",
+                                                  "message": "the server is shutting down"}))
+
     def _assign(self):
         """Under the lock: drop cancelled tasks, start queued tasks on free slots (FIFO)."""
+        if self._draining:
+            return self._drain_now()
         for slot, task in list(self._running.items()):
             if task.cancelled:
                 self._end(slot, task)

@@ -13,7 +13,7 @@ from ..anthropic import sse as anthropic_sse
 from ..chat_request import RequestError
 from .engine import Task
 from .prompts import chat_turn, check_ctx, check_ids, tokenize_mixed
-from .schemas import ApiError, core_params, invalid, parse_common, task_params_json
+from .schemas import ApiError, check_fields, core_params, invalid, parse_common, task_params_json
 from .state import JSONResp, body_json, server
 from .streaming import SSE_HEADERS
 
@@ -23,9 +23,11 @@ router = APIRouter()
 async def _chat_body(request: Request, count_tokens: bool) -> dict:
     body = await body_json(request)
     try:
-        return messages_to_chat(body, count_tokens)
+        chat = messages_to_chat(body, count_tokens)
     except AnthropicError as e:
         raise invalid(str(e))
+    check_fields(chat, "chat")  # a field pyllm does not implement: 400 naming it, as on chat
+    return chat
 
 
 @router.post("/v1/messages/count_tokens")

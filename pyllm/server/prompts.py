@@ -78,7 +78,8 @@ def chat_setup(params: Params, model: Model) -> ChatSetup:
                      eos_token=model.special_text(model.eos), use_jinja=params.use_jinja,
                      template_kwargs=params.chat_template_kwargs, reasoning_format=params.reasoning_format,
                      reasoning_mode=params.reasoning, reasoning_budget=params.reasoning_budget,
-                     reasoning_budget_message=params.reasoning_budget_message or "")
+                     reasoning_budget_message=params.reasoning_budget_message or "",
+                     prefill_assistant=params.prefill_assistant)
 
 
 def chat_turn(setup: ChatSetup, body: dict) -> ChatTurn:

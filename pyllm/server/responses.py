@@ -92,13 +92,15 @@ class Shapes:
             c["logprobs"] = {"content": probs}
         return c
 
-    def oai(self, obj: str, choices: list, usage_=None, timings=None) -> dict:
+    def oai(self, obj: str, choices: list, usage_=None, timings=None, verbose=None) -> dict:
         """A text_completion (whole or chunk) or chat.completion object, key order as llama-server."""
         d = {"choices": choices, "created": self.created, "model": self.model, "system_fingerprint": self.build_info,
              "object": obj}
         if usage_ is not None:
             d["usage"] = usage_
         d["id"] = self.id
+        if verbose is not None and self.req["verbose"]:  # llama-server's `verbose`: the native final JSON too
+            d["__verbose"] = verbose
         if timings is not None:
             d["timings"] = timings
         return d

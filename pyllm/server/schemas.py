@@ -9,6 +9,7 @@ import string
 from ..args import Params
 
 INT32_MAX = 2147483647
+DRY_BREAKERS = ("\n", ":", "\"", "*")
 UINT32_MAX = 4294967295
 
 
@@ -117,9 +118,91 @@ BOOL_FIELDS = ["stream", "cache_prompt", "ignore_eos", "post_sampling_probs", "r
                "timings_per_token", "backend_sampling", "verbose"]
 
 
+# Every request field llama-server reads on /completion, /v1/completions and /v1/chat/completions
+# (server-schema.cpp and oaicompat_{completion,chat}_params_parse) and what pyllm does with it:
+#   "ok"      honoured: parse_common above, core_params (the C++ sampler), prompts.py / chat_request.py (chat and
+#             structured output), responses.py (shapes);
+#   "refuse"  pyllm does not implement it: a value other than llama-server's default answers 400 naming the field;
+#   "same"    llama-server ignores it as well in the setup pyllm has (the reason next to it), so it is accepted.
+# Keys in no row are unknown to llama-server too: both servers ignore them (llama-server reads fixed names and never
+# rejects extra keys), so OpenAI clients' `user`, `store`, `metadata`... keep working.
+FIELD_TABLE = {
+    **{n: "ok" for names, *_ in NUM_FIELDS for n in names if n not in ("n_indent", "n_cache_reuse",
+                                                                         "t_max_predict_ms", "n_keep", "n_discard",
+                                                                         "adaptive_target", "adaptive_decay")},
+    **{b: "ok" for b in BOOL_FIELDS if b != "backend_sampling"},
+    "prompt": "ok", "stream_options": "ok", "n_cmpl": "ok", "n": "ok", "seed": "ok", "n_probs": "ok",
+    "logprobs": "ok", "top_logprobs": "ok", "stop": "ok", "logit_bias": "ok", "samplers": "ok",
+    "id_slot": "ok", "response_fields": "ok", "grammar": "ok", "json_schema": "ok",
+    "response_format": "ok", "messages": "ok", "tools": "ok", "tool_choice": "ok", "parallel_tool_calls": "ok",
+    "chat_template_kwargs": "ok", "reasoning_format": "ok", "reasoning_effort": "ok", "add_generation_prompt": "ok",
+    "reasoning_budget_tokens": "ok", "thinking_budget_tokens": "ok", "reasoning_budget_message": "ok",
+    # the core has no DRY sampler: dry_multiplier > 0 is refused; the other dry_* fields only act through it, so
+    # (as in llama-server with dry_multiplier 0) they change nothing and are accepted
+    "dry_multiplier": "refuse", **{f"dry_{k}": "same" for k in ("base", "allowed_length", "penalty_last_n",
+                                                                  "sequence_breakers")},
+    "continue_final_message": "ok",
+    "n_indent": "refuse", "n_cache_reuse": "refuse", "t_max_predict_ms": "refuse", "t_max_prompt_ms": "refuse",
+    "lora": "refuse", "echo": "refuse", "best_of": "refuse", "suffix": "refuse",
+    "grammar_lazy": "refuse", "grammar_triggers": "refuse", "preserved_tokens": "refuse", "reasoning_control": "refuse",
+    # chat internals: on chat llama-server overwrites them from the template (so ignores the client's value); on the
+    # completion routes pyllm refuses them (it has no raw chat parser there)
+    "chat_format": "refuse", "chat_parser": "refuse", "generation_prompt": "refuse", "parse_tool_calls": "refuse",
+    "message_delimiters": "refuse", "reasoning_budget_start_tag": "refuse", "reasoning_budget_end_tags": "refuse",
+    # only read by the adaptive-p sampler, which acts only when `samplers` lists it; pyllm's core refuses that
+    # sampler (400 naming it), so without it llama-server ignores these too (they are still range-checked above)
+    "adaptive_target": "same", "adaptive_decay": "same",
+    # n_keep / n_discard only steer context shifting, off by default in llama-server; pyllm has none (--context-shift
+    # is warned about and ignored), so llama-server would ignore them too
+    "n_keep": "same", "n_discard": "same",
+    # `speculative.*` request fields are compiled out of llama-server (it ignores them); the server's -spec flags rule
+    **{f"speculative.{k}": "same" for k in ("n_max", "n_min", "p_min", "type", "ngram_size_n", "ngram_size_m",
+                                             "ngram_min_hits")},
+    # where the sampler chain runs (backend graph or CPU): the tokens do not depend on it; pyllm samples on the CPU
+    "backend_sampling": "same",
+    # single-model mode: llama-server ignores the requested model name (responses carry the server's)
+    "model": "same",
+}
+CHAT_INTERNALS = ("chat_format", "chat_parser", "generation_prompt", "parse_tool_calls", "message_delimiters",
+                  "reasoning_budget_start_tag", "reasoning_budget_end_tags", "grammar_lazy", "grammar_triggers",
+                  "preserved_tokens")
+CHAT_ONLY = ("messages", "tools", "tool_choice", "parallel_tool_calls", "response_format", "chat_template_kwargs",
+             "reasoning_effort", "add_generation_prompt", "reasoning_budget_tokens", "thinking_budget_tokens",
+             "reasoning_budget_message", "reasoning_format", "top_logprobs", "continue_final_message")
+# llama-server's defaults for the refused fields: these values are accepted (they change nothing)
+_REFUSED_DEFAULT = {"dry_multiplier": (0, 0.0),
+                    "n_indent": (0,), "n_cache_reuse": (0,), "t_max_predict_ms": (-1, 0), "t_max_prompt_ms": (-1, 0),
+                    "lora": ([],), "echo": (False,), "grammar_lazy": (False,), "grammar_triggers": ([],),
+                    "preserved_tokens": ([],), "reasoning_control": (False,)}
+
+
+def check_fields(body: dict, kind: str):
+    """400 for a field pyllm does not implement (FIELD_TABLE "refuse") sent with a non-default value.
+    kind: "native" | "oai" | "chat"."""
+    for name, v in body.items():
+        if v is None or FIELD_TABLE.get(name) != "refuse":
+            continue
+        if kind == "chat" and name in CHAT_INTERNALS:
+            continue  # llama-server overwrites these from the chat template
+        if name in ("best_of", "suffix"):
+            if kind == "oai":
+                raise invalid(f"Unsupported param: {name}")
+            continue  # unknown to the native and chat routes
+        if name == "echo" and v is True:
+            raise invalid("Field 'echo': Only no echo is supported")
+        if any(v == d and isinstance(v, bool) == isinstance(d, bool) for d in _REFUSED_DEFAULT.get(name, ())):
+            continue  # the default value (0 and 0.0 alike; never true for 1)
+        raise invalid(f"Field '{name}' is not supported by pyllm")
+    if kind != "chat":
+        for name in ("reasoning_format", "reasoning_budget_tokens", "thinking_budget_tokens",
+                     "reasoning_budget_message"):
+            if body.get(name) is not None:
+                raise invalid(f"Field '{name}' is only supported on /v1/chat/completions by pyllm")
+
+
 def defaults_from_cli(p: Params) -> dict:
     return {
-        "n_predict": -1, "n_keep": p.n_keep, "n_discard": 0, "n_indent": 0, "n_cache_reuse": p.cache_reuse,
+        "n_predict": -1, "n_keep": p.n_keep, "n_discard": 0, "n_indent": 0, "n_cache_reuse": 0,
         "sse_ping_interval": p.sse_ping_interval, "t_max_predict_ms": -1,
         "seed": p.seed if p.seed >= 0 else UINT32_MAX, "temperature": p.temperature, "dynatemp_range": p.dynatemp_range,
         "dynatemp_exponent": p.dynatemp_exponent, "top_k": p.top_k, "top_p": p.top_p, "min_p": p.min_p,
@@ -132,8 +215,8 @@ def defaults_from_cli(p: Params) -> dict:
         "adaptive_target": -1.0, "adaptive_decay": 0.9, "min_keep": p.min_keep, "n_probs": p.n_probs,
         "stream": False, "cache_prompt": p.cache_prompt, "ignore_eos": p.ignore_eos, "post_sampling_probs": False,
         "return_tokens": False, "return_progress": False, "timings_per_token": False, "backend_sampling": False,
-        "verbose": False, "stop": list(p.antiprompt), "logit_bias": [], "id_slot": -1, "n_cmpl": 1,
-        "samplers": list(p.samplers), "response_fields": [],
+        "verbose": p.verbose, "stop": list(p.antiprompt), "logit_bias": [], "id_slot": -1, "n_cmpl": 1,
+        "samplers": list(p.samplers), "response_fields": [], "dry_sequence_breakers": list(DRY_BREAKERS),
     }
 
 
@@ -199,10 +282,17 @@ def parse_common(body: dict, p: Params, n_parallel: int, vocab=None) -> dict:
         out["response_fields"] = [x for x in body["response_fields"] if isinstance(x, str)]
     if "samplers" in body and body["samplers"] is not None:
         s = body["samplers"]
-        if isinstance(s, list):
-            out["samplers"] = [x for x in s if isinstance(x, str)]
-    if body.get("lora"):
-        raise invalid("Error: 'lora' is not supported by pyllm")
+        if isinstance(s, str):
+            out["samplers"] = s  # a string of sampler chars ("kpt"): the core maps them
+        elif isinstance(s, list) and all(isinstance(x, str) for x in s):
+            out["samplers"] = list(s)
+        else:
+            raise invalid("Field 'samplers': must be an array of sampler names or a string of sampler chars")
+    if "dry_sequence_breakers" in body and body["dry_sequence_breakers"] is not None:
+        s = body["dry_sequence_breakers"]
+        if not isinstance(s, list) or not s or not all(isinstance(x, str) for x in s):
+            raise invalid("Error: dry_sequence_breakers must be a non-empty array of strings")
+        out["dry_sequence_breakers"] = list(s)
     return out
 
 
@@ -244,7 +334,7 @@ def core_params(req: dict) -> dict:
             "presence_penalty", "frequency_penalty", "seed", "n_probs", "ignore_eos", "min_keep",
             "dynatemp_range", "dynatemp_exponent", "top_n_sigma", "xtc_probability", "xtc_threshold",
             "mirostat", "mirostat_tau", "mirostat_eta", "dry_multiplier", "dry_base", "dry_allowed_length",
-            "dry_penalty_last_n")
+            "dry_penalty_last_n", "dry_sequence_breakers", "adaptive_target", "adaptive_decay", "samplers")
     d = {k: req[k] for k in keys if k in req}
     if req["seed"] == UINT32_MAX:
         d["seed"] = random.getrandbits(32)
@@ -278,7 +368,8 @@ def task_params_json(req: dict, only_metrics=True, spec_types="none", eog_ids=()
         lb = [{"bias": b, "token": t} for t, b in req.get("logit_bias", [])]
         if req["ignore_eos"]:
             lb += [{"bias": None, "token": t} for t in eog_ids]
-        extra = {"dry_sequence_breakers": ["\n", ":", "\"", "*"], "stop": req["stop"], "logit_bias": lb,
+        extra = {"dry_sequence_breakers": list(req.get("dry_sequence_breakers", DRY_BREAKERS)), "stop": req["stop"],
+                 "logit_bias": lb,
                  "grammar": "", "grammar_lazy": False, "grammar_triggers": [], "preserved_tokens": []}
         d = dict(items[:-1])
         d.update(extra)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import time
+from email.utils import formatdate
 from typing import Optional
 
 from fastapi import Request
@@ -17,7 +18,9 @@ from .schemas import ApiError, parse_json_body
 from .streaming import dumps
 
 BUILD_INFO = f"b{__version__.replace('.', '')}-pyllm"
-MAX_BODY = 256 * 1024 * 1024
+# the largest request body read (413 above it, before reading it when Content-Length says so): far above any real
+# prompt (a 256k-token context is ~1 MB of text), low enough that a stray upload cannot stall the server
+MAX_BODY = 32 * 1024 * 1024
 PUBLIC_PATHS = {"/health", "/v1/health"}
 
 
@@ -63,6 +66,12 @@ class ServerState:
         return self.params.hf_repo or self.params.model
 
 
+def _spell(name: bytes) -> bytes:
+    """A header name as llama-server (cpp-httplib) spells it: Content-Type, Process-Start-Time-Unix (starlette
+    lowercases names; h11 sends them as given, and some clients compare them case-sensitively)."""
+    return b"-".join(w[:1].upper() + w[1:] for w in name.split(b"-"))
+
+
 class Gate:
     """Pure-ASGI middleware: Server header, CORS, loading 503, API key, body size (order as llama-server)."""
 
@@ -76,7 +85,7 @@ class Gate:
         p = self.state.params
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         origin = headers.get("origin")
-        extra = [(b"server", b"llama.cpp")]
+        extra = [(b"Server", b"llama.cpp")]
         allow = None
         if p.cors_origins == "*":
             allow = origin if (origin and p.cors_credentials) else "*"
@@ -89,12 +98,12 @@ class Gate:
         else:
             allow = p.cors_origins
         if allow:
-            extra.append((b"access-control-allow-origin", allow.encode("latin-1")))
+            extra.append((b"Access-Control-Allow-Origin", allow.encode("latin-1")))
 
         async def send2(msg):
             if msg["type"] == "http.response.start":
-                hs = [h for h in msg.get("headers", []) if h[0].lower() != b"server"]
-                msg["headers"] = hs + extra
+                hs = [(_spell(k), v) for k, v in msg.get("headers", []) if k.lower() != b"server"]
+                msg["headers"] = hs + extra + [(b"Date", formatdate(usegmt=True).encode())]
             await send(msg)
 
         method = scope["method"]
@@ -126,7 +135,17 @@ class Gate:
         if cl is not None and cl.isdigit() and int(cl) > MAX_BODY:
             e = ApiError("Request body too large", 413, "invalid_request_error")
             return await error_response(e)(scope, receive, send2)
-        return await self.app(scope, receive, send2)
+        seen = 0
+
+        async def receive2():  # a chunked body has no Content-Length: count as it arrives
+            nonlocal seen
+            msg = await receive()
+            if msg["type"] == "http.request":
+                seen += len(msg.get("body", b""))
+                if seen > MAX_BODY:
+                    raise ApiError("Request body too large", 413, "invalid_request_error")
+            return msg
+        return await self.app(scope, receive2, send2)
 
 
 def server(request: Request) -> ServerState:

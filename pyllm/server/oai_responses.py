@@ -1,0 +1,121 @@
+"""OpenAI's Responses API as llama-server serves it: /v1/responses (a `response` object, or its SSE events) and
+/v1/responses/input_tokens. The body is converted to a chat request (pyllm.responses_api.responses_to_chat) and
+takes the chat path: the same fields, template rendering, constraint and ChatOutput split as /v1/chat/completions."""
+from __future__ import annotations
+
+import asyncio
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response, StreamingResponse
+
+from ..chat_request import RequestError
+from ..responses_api import ResponsesError, ResponsesStream, response_object, responses_to_chat, sse
+from .engine import Task
+from .prompts import chat_turn, check_ctx, check_ids, tokenize_mixed
+from .schemas import ApiError, check_fields, core_params, gen_id, invalid, parse_common, task_params_json
+from .state import JSONResp, body_json, server
+from .streaming import SSE_HEADERS
+
+router = APIRouter()
+
+
+async def _chat_body(request: Request) -> dict:
+    body = await body_json(request)
+    try:
+        chat = responses_to_chat(body)
+    except ResponsesError as e:
+        raise invalid(str(e))
+    check_fields(chat, "chat")
+    return chat
+
+
+@router.post("/responses/input_tokens")
+@router.post("/v1/responses/input_tokens")
+async def input_tokens(request: Request):
+    st = server(request)
+    turn = await asyncio.to_thread(chat_turn, st.chat, await _chat_body(request))
+    ids = await asyncio.to_thread(tokenize_mixed, st.engine.model, turn.prompt, True, True)
+    return JSONResp({"input_tokens": len(ids)})
+
+
+@router.post("/responses")
+@router.post("/v1/responses")
+async def responses(request: Request):
+    st = server(request)
+    e, model = st.engine, st.engine.model
+    chat = await _chat_body(request)
+    req = parse_common(chat, st.params, e.n_slots, lambda s: model.tokenize(s, False, False))
+    if req["n_cmpl"] != 1:
+        raise invalid("Field 'n': the Responses API returns one output")
+    turn = await asyncio.to_thread(chat_turn, st.chat, chat)
+    prompt = await asyncio.to_thread(tokenize_mixed, model, turn.prompt, True, True)
+    check_ids(model, prompt)
+    check_ctx(prompt, e.n_ctx_slot)
+    try:
+        con = await asyncio.to_thread(turn.constraint, model)
+    except RequestError as err:
+        raise invalid(str(err))
+    task = Task(prompt=prompt, params=core_params(req), n_predict=req["n_predict"], stop=list(req["stop"]),
+                id_slot=req["id_slot"], cache_prompt=req["cache_prompt"], stream=req["stream"],
+                params_json=task_params_json(req, True, st.params.spec_types_str), constraint=con)
+    out = turn.output(req["stream"])
+    queue: asyncio.Queue = asyncio.Queue()
+    e.submit(task, queue)
+    resp_id = gen_id("resp_")
+    try:
+        if req["stream"]:
+            first = await queue.get()
+            if first.kind == "error":
+                raise ApiError(first.data["message"], first.data["code"], first.data["type"])
+            return StreamingResponse(_stream(e, task, queue, first, out, st.model_name, resp_id),
+                                     media_type="text/event-stream", headers=SSE_HEADERS)
+        text, fin = "", None
+        while fin is None:
+            ev = await queue.get()
+            if ev.kind == "token":
+                text += ev.text
+            elif ev.kind == "done":
+                fin = ev.data
+            elif ev.kind == "error":
+                raise ApiError(ev.data["message"], ev.data["code"], ev.data["type"])
+            if fin is None and await request.is_disconnected():
+                e.cancel(task)
+                return Response(status_code=499)
+        out.feed(text)
+        out.finish()
+        return JSONResp(response_object(resp_id=resp_id, model=st.model_name, content=out.content,
+                                        reasoning=out.reasoning, tool_calls=out.tool_calls, n_prompt=fin["n_prompt"],
+                                        n_cached=fin["n_cached"], n_gen=fin["n_decoded"]))
+    except BaseException:
+        e.cancel(task)
+        raise
+
+
+async def _stream(e, task, queue, first, out, model_name: str, resp_id: str):
+    st = ResponsesStream(model=model_name, resp_id=resp_id)
+    ev = first
+    try:
+        for name, data in st.start():
+            yield sse(name, data).encode()
+        while True:
+            if ev.kind == "token":
+                for d in out.feed(ev.text):
+                    for name, data in st.feed(d):
+                        yield sse(name, data).encode()
+            elif ev.kind == "done":
+                for d in out.finish():
+                    for name, data in st.feed(d):
+                        yield sse(name, data).encode()
+                f = ev.data
+                for name, data in st.finish(content=out.content, reasoning=out.reasoning, tool_calls=out.tool_calls,
+                                            n_prompt=f["n_prompt"], n_cached=f["n_cached"], n_gen=f["n_decoded"],
+                                            timings=f.get("timings")):
+                    yield sse(name, data).encode()
+                return
+            elif ev.kind == "error":
+                for name, data in st.error(ev.data["message"]):
+                    yield sse(name, data).encode()
+                return
+            ev = await queue.get()
+    finally:
+        e.cancel(task)
