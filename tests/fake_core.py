@@ -13,6 +13,11 @@ import time
 
 from pyllm import _core as _real
 
+# the real core's settings structs and validation (plain data and checks; no model needed)
+SamplerParams, SeqParams, check_spec_params = _real.SamplerParams, _real.SeqParams, _real.check_spec_params
+sampler_types_from_names, sampler_types_from_chars = _real.sampler_types_from_names, _real.sampler_types_from_chars
+sampler_type_name = _real.sampler_type_name
+
 
 class GGUFError(ValueError):
     pass
@@ -91,7 +96,7 @@ class _Seq:
         self.tokens: list = []       # what the KV holds
         self.active = False
         self.pending: list = []      # prompt tokens still to evaluate
-        self.params = _real.SeqParams()
+        self.params = SeqParams()
         self.n_gen = 0
         self.stats = {}
 
@@ -102,7 +107,7 @@ class Context:
                  synth_len: float = -1.0, synth_rates: list = ()):
         if n_seq < 1:
             raise ValueError("n_seq must be >= 1")
-        _real.check_spec_params(spec_type, n_max, n_min, p_min, float(synth_len), list(synth_rates))
+        check_spec_params(spec_type, n_max, n_min, p_min, float(synth_len), list(synth_rates))
         self.model = model
         self.n_ctx = n_ctx
         self.n_seq = n_seq
@@ -138,7 +143,7 @@ class Context:
         s.tokens = list(prompt[:n])
         s.pending = list(prompt[n:])
         s.active = True
-        s.params = params if params is not None else _real.SeqParams()
+        s.params = params if params is not None else SeqParams()
         s.n_gen = 0
         s.t_start = time.perf_counter()
         s.t_prompt_done = None
@@ -256,9 +261,8 @@ class Context:
 def install():
     """Make `pyllm._core`-like attributes available: returns a module-like namespace."""
     import types
-    m = types.SimpleNamespace(Model=Model, Context=Context, GGUFError=GGUFError, SamplerParams=_real.SamplerParams,
-                              SeqParams=_real.SeqParams, check_spec_params=_real.check_spec_params,
-                              sampler_types_from_names=_real.sampler_types_from_names,
-                              sampler_types_from_chars=_real.sampler_types_from_chars,
-                              sampler_type_name=_real.sampler_type_name)
+    m = types.SimpleNamespace(Model=Model, Context=Context, GGUFError=GGUFError, SamplerParams=SamplerParams,
+                              SeqParams=SeqParams, check_spec_params=check_spec_params,
+                              sampler_types_from_names=sampler_types_from_names,
+                              sampler_types_from_chars=sampler_types_from_chars, sampler_type_name=sampler_type_name)
     return m

@@ -68,6 +68,47 @@ def test_params_from_dict_names_and_aliases():
     assert settings({"seed": 42})["seed"] == 42
 
 
+def test_logit_bias_forms_and_settings_round_trip():
+    ban = float("-inf")
+    want = [(5, -1.5), (7, ban), (9, 2.0)]
+    assert sampling.logit_bias({"5": -1.5, 7: False, "9": 2, "11": True}) == want  # true: no bias
+    assert sampling.logit_bias([[5, -1.5], [7, False], [9, 2.0], [1, "x"]]) == want
+    assert sampling.logit_bias([{"token": 5, "bias": -1.5}, {"token": 7, "bias": None}, {"token": 9, "bias": 2}]) == want
+    d = settings({"temperature": 0.25, "top_k": 7, "seed": 3, "logit_bias": {"5": -1.5, "7": False},
+                  "samplers": ["top_k", "temp"], "dry_sequence_breakers": ["\n"], "n_probs": 2})
+    assert d["logit_bias"] == [{"token": 5, "bias": -1.5}, {"token": 7, "bias": None}]  # bans shown as null
+    assert settings(d) == d  # generation_settings read back the same
+    assert list(d) == list(sampling.defaults())
+
+
+@pytest.mark.parametrize("params,msg", [
+    ({"temperature": "hot"}, "'temperature' must be a number"),
+    ({"top_k": [1]}, "'top_k' must be a number"),
+    ({"top_k": 2 ** 40}, "'top_k' must be a 32-bit integer"),
+    ({"repeat_last_n": float("nan")}, "'repeat_last_n' must be a 32-bit integer"),
+    ({"seed": float("inf")}, "'seed' must be a finite number"),
+    ({"ignore_eos": "yes"}, "'ignore_eos' must be a boolean"),
+    ({"samplers": [1, 2]}, "'samplers' must be a list of strings"),
+    ({"dry_sequence_breakers": "ab"}, "'dry_sequence_breakers' must be a list of strings"),
+    ({"logit_bias": 3}, "logit_bias must be a list"),
+    ({"logit_bias": {1.5: 1.0}}, "token must be an int"),
+])
+def test_bad_params_name_the_field(params, msg):
+    with pytest.raises(ValueError, match=msg):
+        sampling.sampler_params(params)
+
+
+def test_seq_params():
+    sp = sampling.seq_params({"n_predict": 5, "n_probs": 2, "seed": 7, "ignore_eos": True, "temperature": 0},
+                             eog_ids=[2, 9])
+    assert (sp.n_predict, sp.n_probs, sp.seed, sp.ignore_eos) == (5, 2, 7, True)
+    assert sp.sampler.temp == 0 and sp.sampler.logit_bias_eog == [(2, float("-inf")), (9, float("-inf"))]
+    sp = sampling.seq_params({"seed": -1}, eog_ids=[2])
+    assert sp.seed == sampling.UINT32_MAX and not sp.ignore_eos and sp.sampler.logit_bias_eog == []
+    with pytest.raises(ValueError, match="'n_predict' must be an integer"):
+        sampling.seq_params({"n_predict": 1.5})
+
+
 def test_unimplemented_samplers_raise_clearly():
     Sampler({"dry_multiplier": 0.0}, V)  # default: off, fine
     with pytest.raises(ValueError, match="DRY"):
