@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from .detok import partial_stop_len
 
 REASONING_FORMATS = ("none", "auto", "deepseek", "deepseek-legacy")
 REASONING_MODES = ("on", "off", "auto")  # -rea / --reasoning
@@ -84,13 +85,7 @@ def thinking_open_at_end(generation_prompt: str, start: str = THINK_START, end: 
 
 def _partial_suffix(text: str, tags) -> int:
     """Length of the longest suffix of text that is a proper prefix of one of tags."""
-    best = 0
-    for tag in tags:
-        for n in range(min(len(tag) - 1, len(text)), best, -1):
-            if text.endswith(tag[:n]):
-                best = n
-                break
-    return best
+    return max((partial_stop_len(text, t) for t in tags), default=0)
 
 
 @dataclass

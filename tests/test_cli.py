@@ -90,10 +90,15 @@ def test_inspect_dispatch():
 
 
 def test_bench_dispatch_and_usage(capsys):
-    # `pyllm bench` is pyllm-bench: a model without MTP layers is a clear one-line error
-    assert main(["bench", "-m", "/nonexistent/x.gguf", "--spec-draft-n-max", "1"]) == 1
+    # `pyllm pyllm-bench` is the n-max sweep, `pyllm bench` llama-bench's interface
+    assert main(["pyllm-bench", "-m", "/nonexistent/x.gguf", "--spec-draft-n-max", "1"]) == 1
     assert "x.gguf" in capsys.readouterr().err
+    assert main(["bench", "-m", "/nonexistent/y.gguf", "-p", "8", "-n", "0"]) == 1
+    assert "failed to load model '/nonexistent/y.gguf'" in capsys.readouterr().err
+    assert main(["bench", "--spec-draft-n-max", "1"]) == 1  # a pyllm-bench flag is unknown to llama-bench's
+    assert "--spec-draft-n-max" in capsys.readouterr().err
     assert main([]) == 1
-    assert main(["--help"]) == 0 and "generate" in capsys.readouterr().out
+    out = (main(["--help"]), capsys.readouterr().out)
+    assert out[0] == 0 and "generate" in out[1] and "\n  bench " in out[1] and "\n  pyllm-bench " in out[1]
     assert main(["frobnicate"]) == 1 and "unknown command" in capsys.readouterr().err
     assert main(["generate", "--bogus"]) == 1

@@ -217,6 +217,106 @@ def test_cli_runs(tmp_path):
     assert {t["type_name"] for t in f.tensors()} == {"bf16", "f32"}
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# C++ quantizers, parallel writer, --mix
+
+CORE_VS_GGUFPY = [mtg.QT.F16, mtg.QT.BF16, mtg.QT.Q8_0, mtg.QT.Q4_0, mtg.QT.Q4_1, mtg.QT.Q5_0, mtg.QT.Q5_1,
+                  mtg.QT.MXFP4]
+
+
+@pytest.mark.parametrize("qt", CORE_VS_GGUFPY, ids=lambda t: t.name)
+def test_core_quantizers_match_gguf_py(qt):
+    # the C++ path must write the bytes gguf-py (the old path) writes, for every type both have
+    rng = np.random.default_rng(3)
+    cases = [rng.standard_normal((8, 256), dtype=np.float32) * np.float32(s) for s in (1e-8, 0.02, 1.0, 5e3)]
+    cases += [1 + 0.1 * rng.standard_normal((8, 256), dtype=np.float32), np.zeros((2, 256), np.float32),
+              (rng.integers(-64, 64, (8, 256)) / 2).astype(np.float32)]
+    for x in cases:
+        a = np.asarray(mtg.tgw.encode(x, qt, "core")).tobytes()
+        b = np.asarray(mtg.tgw.encode(x, qt, "gguf")).tobytes()
+        assert a == b, (qt.name, float(np.abs(x).max()))
+
+
+@pytest.mark.parametrize("typ", ["q8_0", "q5_1", "bf16", "f16"])
+def test_core_path_writes_gguf_py_bytes(tmp_path, monkeypatch, typ):
+    args = ["--arch", "qwen35moe", "--n-layer", 2, "--n-embd", 64, "--head-dim", 32, "--ssm-d-state", 32,
+            "--n-ff-exp", 64, "--n-ff-shexp", 64, "--vocab", 1024, "--type", typ]
+    core = make(tmp_path, *args, "-j", 3, name="core.gguf")
+    monkeypatch.setattr(mtg, "QUANT_BACKEND", "gguf")
+    ref = make(tmp_path, *args, "-j", 1, name="ref.gguf")
+    assert core.read_bytes() == ref.read_bytes()
+
+
+def test_threads_do_not_change_output(tmp_path):
+    args = ["--arch", "qwen35", "--n-layer", 2, "--n-embd", 64, "--head-dim", 32, "--n-ff", 256, "--ssm-d-state",
+            32, "--vocab", 1024, "--type", "q4_k"]
+    a = make(tmp_path, *args, "-j", 1, name="a.gguf")
+    b = make(tmp_path, *args, "-j", 4, name="b.gguf")
+    assert a.read_bytes() == b.read_bytes()
+
+
+def test_writer_error_leaves_no_file(tmp_path, monkeypatch):
+    def boom(data, t, backend="core"):
+        raise RuntimeError("quantizer failed")
+    monkeypatch.setattr(mtg.tgw, "encode", boom)
+    out = tmp_path / "x.gguf"
+    assert mtg.main([str(out), "--n-layer", "1", "--n-embd", "64", "--head-dim", "32", "--n-ff", "128",
+                     "--ssm-d-state", "32", "--vocab", "1024"]) == 1
+    assert not out.exists() and not (tmp_path / "x.gguf.part").exists()
+
+
+def _types(path):
+    return {n: t.upper() for n, _, t in tensors(path)}
+
+
+def test_mix_ud_q4_k_xl_dense(tmp_path):
+    out = make(tmp_path, "--arch", "qwen35", "--n-layer", 8, "--mix", "ud-q4_k_xl")
+    t = _types(out)
+    assert pyllm.GGUFFile(str(out)).get("general.file_type") == 15  # MOSTLY_Q4_K_M
+    assert t["blk.1.ffn_gate.weight"] == t["blk.1.ffn_up.weight"] == "Q4_K"
+    # down: Q6_K in llama-quantize's use_more_bits layers (first/last eighth, every third), else Q5_K
+    assert t["blk.0.ffn_down.weight"] == "Q6_K" and t["blk.7.ffn_down.weight"] == "Q6_K"
+    assert t["blk.3.ffn_down.weight"] == "Q6_K" and t["blk.1.ffn_down.weight"] == "Q5_K"
+    for name in ("blk.0.attn_qkv.weight", "blk.0.attn_gate.weight", "blk.0.ssm_out.weight", "blk.0.ssm_alpha.weight",
+                 "blk.3.attn_q.weight", "blk.3.attn_output.weight", "output.weight", "token_embd.weight",
+                 "blk.8.nextn.eh_proj.weight", "blk.8.ffn_down.weight", "blk.8.attn_q.weight"):
+        assert t[name] == "Q8_0", name
+    assert t["blk.0.ssm_conv1d.weight"] == "F32" and t["blk.0.attn_norm.weight"] == "F32"
+    # the core loads it and decodes
+    m = pyllm._core.Model(str(out))
+    ctx = pyllm._core.Context(m, 64, n_threads=1)
+    assert np.isfinite(ctx.eval(0, [1, 2, 3], False)).all()
+
+
+def test_mix_moe_and_other_mixes(tmp_path):
+    out = make(tmp_path, "--arch", "qwen35moe", "--mix", "ud-q4_k_xl")
+    t = _types(out)
+    assert t["blk.1.ffn_gate_exps.weight"] == t["blk.1.ffn_up_exps.weight"] == "Q4_K"
+    assert t["blk.1.ffn_down_exps.weight"] == "Q5_K" and t["blk.2.ffn_down_exps.weight"] == "Q6_K"
+    assert t["blk.0.ffn_gate_inp.weight"] == "BF16" and t["blk.0.ffn_gate_inp_shexp.weight"] == "F32"
+    assert t["blk.0.ffn_up_shexp.weight"] == "Q8_0"
+    assert t["blk.4.ffn_gate_exps.weight"] == "Q4_K" and t["blk.4.attn_q.weight"] == "Q8_0"  # MTP block
+    want = {"ud-q5_k_xl": ("Q5_K", "Q6_K", 17), "ud-q6_k_xl": ("Q6_K", "Q6_K", 18), "ud-q8_k_xl": ("Q8_0", "Q8_0", 7)}
+    for mix, (gate_up, down, ftype) in want.items():
+        p = make(tmp_path, "--arch", "qwen35moe", "--mix", mix, name=f"{mix}.gguf")
+        t = _types(p)
+        assert t["blk.1.ffn_gate_exps.weight"] == gate_up and t["blk.1.ffn_down_exps.weight"] == down, mix
+        assert t["blk.0.attn_qkv.weight"] == "Q8_0" and t["output.weight"] == "Q8_0"
+        assert t["blk.0.ssm_out.weight"] == ("BF16" if mix == "ud-q8_k_xl" else "Q8_0")
+        assert pyllm.GGUFFile(str(p)).get("general.file_type") == ftype
+        m = pyllm._core.Model(str(p))
+        assert np.isfinite(pyllm._core.Context(m, 64, n_threads=1).eval(0, [5, 6], False)).all()
+
+
+def test_mix_bad_usage(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        mtg.main([str(tmp_path / "x.gguf"), "--mix", "ud-q4_k_xl", "--type", "q8_0"])
+    assert "exclusive" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        mtg.main([str(tmp_path / "x.gguf"), "--mix", "ud-q9_k_xl"])
+    with pytest.raises(SystemExit):
+        mtg.main([str(tmp_path / "x.gguf"), "-j", "0"])
+
 # ---------------------------------------------------------------- low-bit types and UD mixes (issue 15)
 
 SMALL = ["--n-layer", "2", "--full-attn-interval", "2", "--n-ff", "256", "--vocab", "512"]

@@ -28,10 +28,13 @@ Layout rules (checked against the shipped files in shared/models by tests/test_m
   Q4_K->Q5_0, Q5_K->Q5_1, Q6_K->Q8_0, then F16 if that still does not fit).
   ``general.file_type`` is the matching LLAMA_FTYPE; for the pure K types the ``_S`` value is used
   (q3_k -> MOSTLY_Q3_K_S, q4_k -> MOSTLY_Q4_K_S, q5_k -> MOSTLY_Q5_K_S) since no tensor is bumped up as in ``_M``.
-* K-quants (q2_k..q6_k) and the low-bit types (iq1_s..iq4_xs, mxfp4) need
-  ``pyllm._core.quantize(type_id, float32_array) -> uint8 array``; other types use gguf-py's ``gguf.quants.quantize``.
-  ``--mix ud-iq2_xxs|ud-iq2_m|ud-q2_k_xl|ud-iq3_xxs|ud-iq3_s|ud-q3_k_xl`` gives the matrices the per-tensor types of
-  an Unsloth UD low-bit file (LOWBIT_MIXES, with the sources it follows).
+* ``--mix`` instead of ``--type``: the per-tensor types of an Unsloth UD file. ``ud-q4_k_xl``, ``ud-q5_k_xl``,
+  ``ud-q6_k_xl``, ``ud-q8_k_xl``: rules in tools/tiny_gguf_mixes.py; ``ud-iq2_xxs``, ``ud-iq2_m``, ``ud-q2_k_xl``,
+  ``ud-iq3_xxs``, ``ud-iq3_s``, ``ud-q3_k_xl``: LOWBIT_MIXES there too, with the sources they follow.
+* Quantization is pyllm's C++ quantizers (``pyllm._core.quantize_fast``: the reference quantizers' bytes, Q4_K/Q5_K
+  faster); tensors are written in parallel (``-j``, default: all CPUs) straight to their offsets
+  (tools/tiny_gguf_write.py). Without a built pyllm, the non-K types use gguf-py's quantizers, which give the same
+  bytes; K-quants, the low-bit types (iq1_s..iq4_xs, mxfp4) and --mix need pyllm.
 
 Weights (seeded per tensor name, so the output is identical for a given seed and set of options, whatever the
 chunking): as shared/models/README.md's qwen35moe recipe.  ``token_embd`` N(0,1); input projections
@@ -66,20 +69,20 @@ Presets (``--preset``), reduced depth (``--n-layer`` default 4, plus ``--mtp-lay
   expert/shared ff 256, vocab 8192), which match the shipped tiny files; rope dim = head_dim/4, sections [3,3,2,0]
   (what those files have).
 
-Large files are written streaming: one tensor at a time, each in row chunks of about 16M values, so memory stays at
-a few hundred MB whatever the model size.
+Large files are written streaming: each worker holds one tensor's row chunk of about 16M values at a time, so
+memory stays at a few hundred MB per worker whatever the model size (a 64-layer 27B-shaped Q4_K file, ~16 GB,
+takes minutes).
 """
 from __future__ import annotations
 
 import argparse
 import math
 import os
-import re
 import struct
 import sys
 import time
 import zlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -90,6 +93,11 @@ try:
     from gguf.constants import GGML_QUANT_SIZES, GGUFValueType as VT, LlamaFileType as FT
 except ImportError as e:  # pragma: no cover
     raise SystemExit(f"make_tiny_gguf.py needs the gguf package (gguf-py): {e}")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import tiny_gguf_kv as kvw  # noqa: E402
+import tiny_gguf_mixes as mixes  # noqa: E402
+import tiny_gguf_write as tgw  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TOKENIZER = Path(os.environ.get("PYLLM_SHARED", REPO.parent / "shared")) / "models" / "qwen35-tiny-mtp-Q8_0.gguf"
@@ -106,8 +114,7 @@ FILE_TYPES = {
     "q4_1": FT.MOSTLY_Q4_1, "q5_0": FT.MOSTLY_Q5_0, "q5_1": FT.MOSTLY_Q5_1, "q2_k": FT.MOSTLY_Q2_K,
     "q3_k": FT.MOSTLY_Q3_K_S, "q4_k": FT.MOSTLY_Q4_K_S, "q5_k": FT.MOSTLY_Q5_K_S, "q6_k": FT.MOSTLY_Q6_K,
 }
-K_QUANTS = {QT.Q2_K, QT.Q3_K, QT.Q4_K, QT.Q5_K, QT.Q6_K}
-GGUFPY_QUANTS = {QT.Q8_0, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.BF16}
+K_QUANTS = tgw.K_QUANTS
 # llama-quantize's tensor_type_fallback (src/llama-quant.cpp)
 FALLBACK = {QT.Q2_K: QT.Q4_0, QT.Q3_K: QT.Q4_0, QT.Q4_K: QT.Q5_0, QT.Q5_K: QT.Q5_1, QT.Q6_K: QT.Q8_0}
 
@@ -130,39 +137,22 @@ FILE_TYPES.update(LOWBIT_FILE_TYPES)
 FALLBACK.update(LOWBIT_FALLBACK)
 CORE_QUANTS = K_QUANTS | set(LOWBIT_TYPES.values())
 
-# --mix NAME: per-tensor types as in Unsloth's UD files (shared/docs/quants-and-models.md 1.1-1.3): (regex on the
-# tensor name, type) pairs, first match wins, then the mix's default. Every UD file keeps the MTP block's
-# nextn.eh_proj at Q8_0 and ssm_alpha/ssm_beta at Q8_0 (S4, S6, S11); attn_* and ssm_out stay at higher precision
-# (S2). Observed rows: UD-IQ2_XXS dense hybrid (S6) verbatim; UD-IQ2_M experts Q2_K/Q3_K, shexp Q5_K (S7);
-# gate/up experts tolerate ~3 bit (iq3_xxs), down is more sensitive (S2). Tensors the notes do not list
-# (token_embd, output, full-attention q/k/v/output) get Q4_K/Q6_K, as llama-quantize's low-bit mixes do.
-_UD_COMMON = [(r"nextn\.eh_proj", "q8_0"), (r"ssm_(alpha|beta)", "q8_0"), (r"^output\.", "q6_k"),
-              (r"^token_embd\.", "q4_k")]
-LOWBIT_MIXES = {
-    "ud-iq2_xxs": _UD_COMMON + [(r"attn_gate", "iq3_xxs"), (r"ffn_down", "iq3_s"), (r"ssm_out", "q4_k"),
-                                (r"attn_(q|k|v|output)\.", "q4_k"), (r"", "iq2_xxs")],
-    "ud-iq2_m": _UD_COMMON + [(r"ffn_(gate|up)_exps", "q2_k"), (r"ffn_down_exps", "q3_k"), (r"_shexp", "q5_k"),
-                              (r"attn_gate", "iq3_s"), (r"ffn_down", "iq3_s"), (r"ssm_out", "q4_k"),
-                              (r"attn_(q|k|v|output)\.", "q4_k"), (r"", "iq2_s")],
-    "ud-q2_k_xl": _UD_COMMON + [(r"ffn_(gate|up)(_exps)?\.", "q2_k"), (r"ffn_down", "q3_k"), (r"ssm_out", "q4_k"),
-                                (r"attn_", "q4_k"), (r"", "q2_k")],
-    "ud-iq3_xxs": _UD_COMMON + [(r"ffn_(gate|up)(_exps)?\.", "iq3_xxs"), (r"ffn_down", "iq3_s"), (r"ssm_out", "q5_k"),
-                                (r"attn_", "q5_k"), (r"", "iq3_xxs")],
-    "ud-iq3_s": _UD_COMMON + [(r"ffn_(gate|up)(_exps)?\.", "iq3_s"), (r"ffn_down", "iq4_nl"), (r"ssm_out", "q5_k"),
-                              (r"attn_", "q5_k"), (r"", "iq3_s")],
-    "ud-q3_k_xl": _UD_COMMON + [(r"ffn_(gate|up)(_exps)?\.", "q3_k"), (r"ffn_down", "q4_k"), (r"ssm_out", "q5_k"),
-                                (r"attn_", "q5_k"), (r"", "q3_k")],
-}
-LOWBIT_MIX_FILE_TYPES = {"ud-iq2_xxs": "iq2_xxs", "ud-iq2_m": "iq2_s", "ud-q2_k_xl": "q2_k", "ud-iq3_xxs": "iq3_xxs",
-                         "ud-iq3_s": "iq3_s", "ud-q3_k_xl": "q3_k"}
+LOWBIT_MIXES = mixes.LOWBIT_MIXES
+LOWBIT_MIX_FILE_TYPES = mixes.LOWBIT_MIX_FILE_TYPES
 
 
 def lowbit_mix_type(mix: str, name: str) -> QT:
     """The type --mix MIX gives tensor `name` (before the block-size fallback)."""
-    for pat, t in LOWBIT_MIXES[mix]:
-        if re.search(pat, name):
-            return TYPES[t]
-    raise AssertionError("every mix ends with a catch-all")
+    return TYPES[mixes.lowbit_mix_type_name(mix, name)]
+
+
+ALL_MIXES = tuple(mixes.MIXES) + tuple(sorted(LOWBIT_MIXES))
+
+
+def _file_type(cfg) -> FT:
+    if cfg.mix in mixes.MIXES:
+        return mixes.file_type(cfg.mix)
+    return FILE_TYPES[LOWBIT_MIX_FILE_TYPES[cfg.mix] if cfg.mix else cfg.type]
 
 ALIGNMENT = 32
 CHUNK_VALUES = 1 << 24
@@ -198,8 +188,9 @@ class Config:
     context_length: int = 262144
     name: str | None = None
     order: str = "converter"
-    mix: str | None = None  # --mix: a LOWBIT_MIXES name (per-tensor types)
     tokenizer_from: str | None = None
+    mix: str | None = None               # --mix: per-tensor types (tiny_gguf_mixes.MIXES or LOWBIT_MIXES)
+    threads: int = 0                     # writer threads (0: all CPUs)
 
     @property
     def moe(self) -> bool:
@@ -350,9 +341,13 @@ def _tensor_plan(cfg: Config) -> list[TSpec]:
 
     target = TYPES[cfg.type]
     for s in specs:
-        if cfg.mix is not None and not s.keep_f32:
-            target = lowbit_mix_type(cfg.mix, s.name)
-        s.ggml_type = QT.F32 if (s.keep_f32 or cfg.type == "f32") else _pick_type(target, s.ne[0])
+        if cfg.mix in mixes.MIXES:
+            t = mixes.tensor_type(cfg.mix, s.name, cfg.n_layer, s.keep_f32)
+            s.ggml_type = t if t == QT.F32 else _pick_type(t, s.ne[0])
+        else:
+            if cfg.mix is not None and not s.keep_f32:
+                target = lowbit_mix_type(cfg.mix, s.name)
+            s.ggml_type = QT.F32 if (s.keep_f32 or cfg.type == "f32") else _pick_type(target, s.ne[0])
         bs, ts = GGML_QUANT_SIZES[s.ggml_type]
         s.nbytes = int(np.prod(s.ne)) // bs * ts
     return specs
@@ -380,7 +375,9 @@ def _init_chunk(cfg: Config, s: TSpec, rng: np.random.Generator, r0: int, nr: in
     if s.init == "normal":
         fan_in = ncol
         scale = s.gain / math.sqrt(fan_in)
-        return rng.standard_normal(shape, dtype=np.float32) * np.float32(scale)
+        x = rng.standard_normal(shape, dtype=np.float32)
+        x *= np.float32(scale)  # in place: the same float32 products, one allocation less
+        return x
     if s.init == "embed":
         return rng.standard_normal(shape, dtype=np.float32)
     if s.init == "norm":
@@ -402,118 +399,13 @@ def _init_chunk(cfg: Config, s: TSpec, rng: np.random.Generator, r0: int, nr: in
     raise ValueError(s.init)
 
 
-def _core_quantize():
-    try:
-        from pyllm import _core
-    except Exception:
-        return None
-    return getattr(_core, "quantize", None)
-
-
-def _encode(data: np.ndarray, t: QT) -> bytes | np.ndarray:
-    if t == QT.F32:
-        return np.ascontiguousarray(data, dtype=np.float32)
-    if t == QT.F16:
-        return data.astype(np.float16)
-    if t in GGUFPY_QUANTS:
-        return gguf.quants.quantize(data, t)
-    q = _core_quantize()
-    if q is None:
-        raise RuntimeError("K-quant output needs pyllm._core.quantize")
-    out = np.asarray(q(int(t), np.ascontiguousarray(data, dtype=np.float32).reshape(-1)), dtype=np.uint8)
-    bs, ts = GGML_QUANT_SIZES[t]
-    if out.size != data.size // bs * ts:
-        raise RuntimeError(f"pyllm._core.quantize({t.name}) returned {out.size} bytes, expected {data.size // bs * ts}")
-    return out
+_core_quantize = tgw.core_quantize
+# "core": pyllm's C++ quantizers; "gguf": gguf-py's where it has them (the reference, same bytes; for tests)
+QUANT_BACKEND = "core"
 
 
 # --------------------------------------------------------------------------------------------------------------
-# tokenizer
-
-
-def _load_tokenizer(path: Path) -> list[tuple[str, VT, object, VT | None]]:
-    r = gguf.GGUFReader(str(path))
-    out = []
-    for k, f in r.fields.items():
-        if not k.startswith("tokenizer."):
-            continue
-        vt = VT(f.types[0])
-        sub = VT(f.types[1]) if vt == VT.ARRAY else None
-        out.append((k, vt, f.contents(), sub))
-    return out
-
-
-def _fit_vocab(tok: list, vocab: int) -> list:
-    d = {k: [vt, v, sub] for k, vt, v, sub in tok}
-    tokens, ttypes = list(d["tokenizer.ggml.tokens"][1]), list(d["tokenizer.ggml.token_type"][1])
-    merges = list(d.get("tokenizer.ggml.merges", [None, []])[1])
-    n0 = len(tokens)
-    if vocab > n0:
-        have = set(tokens)
-        normal = [t for t, ty in zip(tokens, ttypes) if ty == gguf.TokenType.NORMAL]
-        need = vocab - n0
-        new_toks, new_merges = [], []
-        for a in normal:
-            for b in normal:
-                c = a + b
-                if c in have:
-                    continue
-                have.add(c)
-                new_toks.append(c)
-                new_merges.append(f"{a} {b}")
-                if len(new_toks) == need:
-                    break
-            if len(new_toks) == need:
-                break
-        if len(new_toks) < need:
-            raise ValueError(f"cannot build {vocab} tokens")
-        tokens += new_toks
-        ttypes += [int(gguf.TokenType.NORMAL)] * need
-        merges += new_merges
-    elif vocab < n0:
-        if vocab < 512:
-            raise ValueError("--vocab must be at least 512")
-        special_ids = [i for i, ty in enumerate(ttypes) if ty != gguf.TokenType.NORMAL]
-        keep = [i for i in range(n0) if i not in special_ids][: vocab - len(special_ids)] + special_ids
-        remap = {old: new for new, old in enumerate(keep)}
-        tokens = [tokens[i] for i in keep]
-        ttypes = [ttypes[i] for i in keep]
-        have = set(tokens)
-        merges = [m for m in merges if (lambda p: len(p) == 2 and p[0] in have and p[1] in have
-                                        and p[0] + p[1] in have)(m.split(" "))]
-        for k in list(d):
-            if k.endswith("_token_id"):
-                d[k][1] = remap.get(int(d[k][1]), 0)
-    d["tokenizer.ggml.tokens"][1] = tokens
-    d["tokenizer.ggml.token_type"][1] = ttypes
-    if "tokenizer.ggml.merges" in d:
-        d["tokenizer.ggml.merges"][1] = merges
-    return [(k, v[0], v[1], v[2]) for k, v in d.items()]
-
-
-# --------------------------------------------------------------------------------------------------------------
-# GGUF writing (own minimal writer: exact key types, streamed tensor data)
-
-_SCALAR = {VT.UINT8: "<B", VT.INT8: "<b", VT.UINT16: "<H", VT.INT16: "<h", VT.UINT32: "<I", VT.INT32: "<i",
-           VT.FLOAT32: "<f", VT.BOOL: "<?", VT.UINT64: "<Q", VT.INT64: "<q", VT.FLOAT64: "<d"}
-
-
-def _pack_str(s: str) -> bytes:
-    b = s.encode("utf-8")
-    return struct.pack("<Q", len(b)) + b
-
-
-def _pack_value(vt: VT, v, sub: VT | None = None) -> bytes:
-    if vt == VT.STRING:
-        return _pack_str(v)
-    if vt == VT.ARRAY:
-        head = struct.pack("<IQ", int(sub), len(v))
-        if sub == VT.STRING:
-            return head + b"".join(_pack_str(x) for x in v)
-        dt = np.dtype(_SCALAR[sub])
-        return head + np.asarray(v).astype(dt).tobytes()
-    return struct.pack(_SCALAR[vt], v)
-
+# metadata (tokenizer copy and KV packing: tiny_gguf_kv.py)
 
 def _size_label(cfg: Config, specs: list[TSpec]) -> str:
     total = sum(int(np.prod(s.ne)) for s in specs)
@@ -551,7 +443,7 @@ def build_kv(cfg: Config, specs: list[TSpec]) -> list[tuple[str, VT, object, VT 
     kv += [
         (f"{a}.attention.key_length", VT.UINT32, cfg.head_dim, None),
         (f"{a}.attention.value_length", VT.UINT32, cfg.head_dim, None),
-        ("general.file_type", VT.UINT32, int(FILE_TYPES[LOWBIT_MIX_FILE_TYPES[cfg.mix] if cfg.mix else cfg.type]), None),
+        ("general.file_type", VT.UINT32, int(_file_type(cfg)), None),
     ]
     if cfg.moe:
         kv += [(f"{a}.expert_feed_forward_length", VT.UINT32, cfg.n_ff_exp, None),
@@ -569,8 +461,8 @@ def build_kv(cfg: Config, specs: list[TSpec]) -> list[tuple[str, VT, object, VT 
         (f"{a}.rope.dimension_count", VT.UINT32, cfg.n_rot, None),
         ("general.quantization_version", VT.UINT32, gguf.GGML_QUANT_VERSION, None),
     ]
-    tok = _load_tokenizer(Path(cfg.tokenizer_from) if cfg.tokenizer_from else DEFAULT_TOKENIZER)
-    kv += _fit_vocab(tok, cfg.vocab)
+    tok = kvw.load_tokenizer(Path(cfg.tokenizer_from) if cfg.tokenizer_from else DEFAULT_TOKENIZER)
+    kv += kvw.fit_vocab(tok, cfg.vocab)
     if cfg.order == "quantize":  # llama-quantize re-adds these two at the end
         tail = {k: e for e in kv for k in [e[0]] if k in ("general.quantization_version", "general.file_type")}
         kv = [e for e in kv if e[0] not in tail] + [tail["general.quantization_version"], tail["general.file_type"]]
@@ -590,11 +482,27 @@ def _check(cfg: Config) -> None:
         print(f"warning: rope sections {cfg.sections} do not cover n_rot {cfg.n_rot}", file=sys.stderr)
     if cfg.type not in TYPES:
         raise ValueError(f"unknown type {cfg.type!r}")
-    if cfg.mix is not None and cfg.mix not in LOWBIT_MIXES:
-        raise ValueError(f"unknown mix {cfg.mix!r} (known: {', '.join(sorted(LOWBIT_MIXES))})")
+    if cfg.mix is not None and cfg.mix not in ALL_MIXES:
+        raise ValueError(f"unknown mix {cfg.mix!r} (known: {', '.join(ALL_MIXES)})")
     if (TYPES[cfg.type] in CORE_QUANTS or cfg.mix is not None) and _core_quantize() is None:
         raise RuntimeError(("K-quant" if TYPES[cfg.type] in K_QUANTS and cfg.mix is None else cfg.mix or cfg.type)
                            + " output needs pyllm._core.quantize")
+
+
+def _chunks(cfg: Config, s: TSpec):
+    """A tensor's float32 values in file order, in chunks of about CHUNK_VALUES values."""
+    step = max(1, CHUNK_VALUES // s.ne[0])
+    # (rng, rows) runs in file order: one run for a plain tensor; for a fused one, its parts'
+    # streams interleaved per group (expert)
+    if s.parts:
+        rngs = [_rng(cfg, pn) for pn, _ in s.parts]
+        groups = s.n_rows // sum(pr for _, pr in s.parts)
+        runs = [(rg, pr) for _ in range(groups) for rg, (_, pr) in zip(rngs, s.parts)]
+    else:
+        runs = [(_rng(cfg, s.name), s.n_rows)]
+    for rng, rows in runs:
+        for r0 in range(0, rows, step):
+            yield _init_chunk(cfg, s, rng, r0, min(step, rows - r0))
 
 
 def write_gguf(cfg: Config, out: str | os.PathLike, verbose: bool = False) -> dict:
@@ -613,38 +521,23 @@ def write_gguf(cfg: Config, out: str | os.PathLike, verbose: bool = False) -> di
     with open(tmp, "wb") as f:
         f.write(b"GGUF" + struct.pack("<IQQ", 3, len(specs), len(kv)))
         for k, vt, v, sub in kv:
-            f.write(_pack_str(k) + struct.pack("<I", int(vt)) + _pack_value(vt, v, sub))
+            f.write(kvw.pack_str(k) + struct.pack("<I", int(vt)) + kvw.pack_value(vt, v, sub))
         for s, o in zip(specs, offsets):
-            f.write(_pack_str(s.name) + struct.pack("<I", len(s.ne)) + b"".join(struct.pack("<Q", d) for d in s.ne)
+            f.write(kvw.pack_str(s.name) + struct.pack("<I", len(s.ne)) + b"".join(struct.pack("<Q", d) for d in s.ne)
                     + struct.pack("<IQ", int(s.ggml_type), o))
         f.write(b"\0" * ((-f.tell()) % ALIGNMENT))
         base = f.tell()
-        for i, (s, o) in enumerate(zip(specs, offsets)):
-            assert f.tell() == base + o, (s.name, f.tell(), base + o)
-            step = max(1, CHUNK_VALUES // s.ne[0])
-            written = 0
-            # (rng, rows) runs in file order: one run for a plain tensor; for a fused one, its parts'
-            # streams interleaved per group (expert)
-            if s.parts:
-                rngs = [_rng(cfg, pn) for pn, _ in s.parts]
-                groups = s.n_rows // sum(pr for _, pr in s.parts)
-                runs = [(rg, pr) for _ in range(groups) for rg, (_, pr) in zip(rngs, s.parts)]
-            else:
-                runs = [(_rng(cfg, s.name), s.n_rows)]
-            for rng, rows in runs:
-                for r0 in range(0, rows, step):
-                    nr = min(step, rows - r0)
-                    data = _init_chunk(cfg, s, rng, r0, nr)
-                    enc = _encode(data, s.ggml_type)
-                    b = enc.tobytes() if isinstance(enc, np.ndarray) else enc
-                    f.write(b)
-                    written += len(b)
-            assert written == s.nbytes, (s.name, written, s.nbytes)
-            f.write(b"\0" * ((-f.tell()) % ALIGNMENT))
-            if verbose:
-                print(f"[{i + 1}/{len(specs)}] {s.name} {list(s.ne)} {s.ggml_type.name} {time.time() - t0:.1f}s",
-                      file=sys.stderr)
-        size = f.tell()
+        size = base + off
+        f.truncate(size)  # alignment padding between tensors reads as zeros
+        jobs = [(i, base + o, sp.nbytes, sp.ggml_type, sp.name, (lambda sp=sp: _chunks(cfg, sp)))
+                for i, (sp, o) in enumerate(zip(specs, offsets))]
+        progress = tgw.stderr_progress if verbose else None
+        try:
+            tgw.write_jobs(f.fileno(), jobs, cfg.threads or tgw.default_threads(), QUANT_BACKEND, progress)
+        except BaseException:
+            f.close()
+            tmp.unlink(missing_ok=True)
+            raise
     os.replace(tmp, out)
     return {"path": str(out), "bytes": size, "n_tensors": len(specs),
             "n_params": sum(int(np.prod(s.ne)) for s in specs), "seconds": time.time() - t0}
@@ -668,13 +561,18 @@ def parse_args(argv: list[str] | None = None) -> tuple[Config, str, bool]:
     p.add_argument("--no-mtp", action="store_true", help="no MTP layer (same as --mtp-layers 0)")
     p.add_argument("--fused", action="store_true", help="fused attn_qkv in full-attention layers, ffn_gate_up_exps")
     p.add_argument("--type", choices=sorted(TYPES), default=None, help="matrix type (default q8_0)")
+    p.add_argument("--mix", choices=ALL_MIXES, default=None,
+                   help="per-tensor types of an Unsloth UD file instead of --type (see the module docstring)")
+    p.add_argument("-j", "--threads", type=int, default=None, help="writer threads (default: all CPUs)")
     p.add_argument("--order", choices=["converter", "quantize"], default="converter")
-    p.add_argument("--mix", choices=sorted(LOWBIT_MIXES), default=None,
-                   help="per-tensor types of an Unsloth UD low-bit file (overrides --type for the matrices)")
     p.add_argument("--name", default=None, help="general.name")
     p.add_argument("--tokenizer-from", default=None, help="GGUF to copy tokenizer.* from")
     p.add_argument("-v", "--verbose", action="store_true")
     a = p.parse_args(argv)
+    if a.mix and a.type:
+        p.error("--mix and --type are exclusive (a mix sets every tensor's type)")
+    if a.threads is not None and a.threads < 1:
+        p.error("--threads must be >= 1")
     preset = dict(PRESETS[a.preset])
     if a.arch is not None:
         if a.preset == "35b-a3b-shaped" and a.arch != "qwen35moe":

@@ -11,6 +11,7 @@ void bind_quants(nb::module_& m);
 void bind_tokenizer(nb::module_& m);
 void bind_sampling(nb::module_& m);
 void bind_model(nb::module_& m);
+void bind_bench(nb::module_& m);
 struct GGUFValue;
 nb::object value_to_py(const GGUFValue& v);  // GGUF metadata value -> Python object
 }  // namespace pyllm

@@ -7,4 +7,5 @@ NB_MODULE(_core, m) {
   pyllm::bind_tokenizer(m);
   pyllm::bind_sampling(m);
   pyllm::bind_model(m);
+  pyllm::bind_bench(m);
 }

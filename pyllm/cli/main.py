@@ -1,4 +1,4 @@
-"""`pyllm` command: pyllm generate | inspect | bench."""
+"""`pyllm` command: pyllm generate | inspect | bench | pyllm-bench."""
 from __future__ import annotations
 
 import sys
@@ -6,9 +6,11 @@ import sys
 USAGE = """usage: pyllm COMMAND [options]
 
 commands:
-  generate   generate text from a prompt (llama.cpp flags: -m FILE -p PROMPT -n N ...; -h for all)
-  inspect    print a GGUF file's metadata and tensors (pyllm inspect FILE [--json])
-  bench      throughput and MTP acceptance sweep over --spec-draft-n-max (same as pyllm-bench)
+  generate     generate text from a prompt (llama.cpp flags: -m FILE -p PROMPT -n N ...; -h for all)
+  inspect      print a GGUF file's metadata and tensors (pyllm inspect FILE [--json])
+  bench        llama-bench's interface: pp/tg tokens/s (-m -p -n -pg -t -r -b -ub -o md|json|csv|jsonl ...),
+               weight GB/s per token, --bw (read bandwidth), --vs PATH/llama-bench (interleaved, with ratios)
+  pyllm-bench  throughput and MTP acceptance sweep over --spec-draft-n-max (same as the pyllm-bench command)
 
 the server is a separate command: pyllm-server (same flags as llama-server)
 """
@@ -25,6 +27,8 @@ def main(argv=None) -> int:
     elif cmd == "inspect":
         from .inspect import main as run
     elif cmd == "bench":
+        from .llamabench import main as run
+    elif cmd == "pyllm-bench":
         from .bench import main as run
     else:
         sys.stderr.write(f"error: unknown command: {cmd}\n\n{USAGE}")

@@ -19,6 +19,7 @@ import secrets
 import string
 
 from .formats import ToolFormat
+from ..detok import partial_stop_len
 
 _ALNUM = string.ascii_letters + string.digits
 
@@ -28,13 +29,8 @@ def gen_call_id(n: int = 32) -> str:
 
 
 def _partial_suffix(text: str, tags) -> int:
-    best = 0
-    for tag in tags:
-        for n in range(min(len(tag) - 1, len(text)), best, -1):
-            if text.endswith(tag[:n]):
-                best = n
-                break
-    return best
+    """Length of the longest suffix of text that is a proper prefix of one of tags."""
+    return max((partial_stop_len(text, t) for t in tags), default=0)
 
 
 def _param_types(tools, fn_name: str, param: str) -> set | None:

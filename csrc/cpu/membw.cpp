@@ -1,0 +1,71 @@
+#include "cpu/membw.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+#include "cpu/threadpool.h"
+
+namespace pyllm {
+
+namespace {
+// Sums 64-bit words with 8 independent accumulators (the compiler vectorises it): one pass is bound by the
+// loads, not by the adds, and the result feeds a sink so the loads are not optimised away.
+uint64_t sum_words(const uint64_t* p, size_t n) {
+  uint64_t a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; k++) a[k] += p[i + k];
+  for (; i < n; i++) a[0] += p[i];
+  uint64_t s = 0;
+  for (int k = 0; k < 8; k++) s += a[k];
+  return s;
+}
+volatile uint64_t g_sink;
+}  // namespace
+
+double read_bandwidth(int n_threads, size_t bytes, int passes) {
+  if (n_threads < 1) throw std::invalid_argument("read_bandwidth: n_threads must be >= 1");
+  if (passes < 1) throw std::invalid_argument("read_bandwidth: passes must be >= 1");
+  const size_t line = 64;
+  const size_t n_words = (bytes / line) * (line / sizeof(uint64_t));
+  if (n_words == 0) throw std::invalid_argument("read_bandwidth: buffer of " + std::to_string(bytes) + " bytes is too small");
+  void* raw = std::aligned_alloc(line, n_words * sizeof(uint64_t));
+  if (!raw) throw std::bad_alloc();
+  std::unique_ptr<void, void (*)(void*)> hold(raw, std::free);
+  uint64_t* buf = static_cast<uint64_t*>(raw);
+  ThreadPool tp(n_threads);
+  // each thread's share, in whole cache lines
+  auto share = [&](int ith, int nth, size_t& w0, size_t& w1) {
+    const size_t lines = n_words / 8;
+    w0 = lines * ith / nth * 8;
+    w1 = lines * (ith + 1) / nth * 8;
+  };
+  tp.run([&](int ith, int nth) {
+    size_t w0, w1;
+    share(ith, nth, w0, w1);
+    for (size_t i = w0; i < w1; i++) buf[i] = i;
+  });
+  std::unique_ptr<uint64_t[]> sums(new uint64_t[n_threads]);
+  double best = 0;
+  for (int pass = 0; pass < passes; pass++) {
+    const auto t0 = std::chrono::steady_clock::now();
+    tp.run([&](int ith, int nth) {
+      size_t w0, w1;
+      share(ith, nth, w0, w1);
+      sums[ith] = sum_words(buf + w0, w1 - w0);
+    });
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (int t = 0; t < n_threads; t++) g_sink = g_sink + sums[t];
+    if (s > 0) best = std::max(best, (double)(n_words * sizeof(uint64_t)) / s);
+  }
+  return best;
+}
+
+}  // namespace pyllm
