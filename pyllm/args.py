@@ -10,7 +10,6 @@ The flag table itself (names, environment variables, handlers) is pyllm/flags.py
 """
 from __future__ import annotations
 
-import math
 import os
 import sys
 from dataclasses import dataclass, field
@@ -300,28 +299,23 @@ def parse_args(argv: list, tool: str = "server", env: Optional[dict] = None) -> 
     return p
 
 
+def _check_spec(p: Params):
+    """The draft settings and the synthetic acceptance (--spec-synth-len / --spec-synth-rates) through the core's
+    one validation (csrc/speculative/spec_params.cpp), here so a bad command line fails before any model loads.
+    It is run as if drafting were on: which types pyllm supports is check_supported's concern."""
+    from ._native import core
+    try:
+        core.check_spec_params("draft-mtp", p.spec_draft_n_max, p.spec_draft_n_min, p.spec_draft_p_min,
+                               float(p.spec_synth_len), [float(r) for r in p.spec_synth_rates])
+    except ValueError as e:
+        raise ArgError(f"error: {e}") from None
+
+
 def _postprocess(p: Params, tool: str):
     # spec list semantics: a list containing none anywhere after the default => {none}
     if "none" in p.spec_types[1:]:
         p.spec_types = ["none"]
-    if p.spec_draft_n_max < 0:
-        raise ArgError("error: --spec-draft-n-max must be >= 0")
-    # synthetic acceptance (benchmark): validated as common_speculative_synth_rates_resolve does
-    if p.spec_synth_len != -1.0 and p.spec_synth_rates:
-        raise ArgError("synthetic acceptance length and rates are mutually exclusive")
-    for r in p.spec_synth_rates:
-        if not math.isfinite(r) or r < 0.0 or r > 1.0:
-            raise ArgError("synthetic acceptance rates must be finite and within [0, 1]")
-    for a, b in zip(p.spec_synth_rates, p.spec_synth_rates[1:]):
-        if b > a:
-            raise ArgError("synthetic acceptance rates must be monotonically non-increasing")
-    if p.spec_synth_len != -1.0:
-        lmax = p.spec_draft_n_max + 1.0
-        if not math.isfinite(p.spec_synth_len) or p.spec_synth_len < 1.0 or p.spec_synth_len > lmax:
-            raise ArgError(f"synthetic acceptance length must be finite and within [1, {lmax:.0f}]")
-    if p.spec_synth_rates and len(p.spec_synth_rates) != p.spec_draft_n_max:
-        raise ArgError(f"synthetic acceptance rates must contain {p.spec_draft_n_max} values, "
-                       f"got {len(p.spec_synth_rates)}")
+    _check_spec(p)
     # accepted for compatibility, not implemented: warned about by noop_notice, never silently dropped
     for on, name in ((p.use_mlock, "--mlock"), (not p.use_mmap, "--no-mmap"), (p.cache_reuse > 0, "--cache-reuse"),
                      (p.context_shift, "--context-shift"), (p.conversation == "on", "--conversation"),

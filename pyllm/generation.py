@@ -21,6 +21,7 @@ from typing import Iterator, Optional
 
 from .detok import TextStream
 from .model import Model
+from .sampling import seq_params
 
 
 def default_threads() -> int:
@@ -108,10 +109,8 @@ class Generator:
     def begin(self, seq: int, req: Request) -> int:
         """Start `req` on sequence `seq`; returns how many prompt tokens were reused from what it held.
         ValueError / IndexError for a bad prompt (empty, too long, invalid ids) or bad sampling params."""
-        params = dict(req.sampling)
-        params["n_predict"] = req.n_predict
-        params["n_probs"] = req.n_probs
-        params["cache_prompt"] = req.cache_prompt
+        params = seq_params(dict(req.sampling, n_predict=req.n_predict, n_probs=req.n_probs), self.model.eog_ids,
+                            self.model.core)
         if not req.cache_prompt:  # the core always reuses the common prefix: drop it first
             self.ctx.seq_clear(seq)
             self.held[seq] = []

@@ -3,12 +3,20 @@
 Byte-level vocabulary: 0 = <unk>, 1 = <s> (BOS), 2 = </s> (EOS), 3..258 = bytes 0..255.
 Generation is deterministic: next = (prev * 31 + 7) % n_vocab. With spec_type="draft-mtp" a step
 emits 1..n_max+1 tokens and keeps draft statistics. Env PYLLM_FAKE_STEP_MS adds a delay per step.
+The settings structs (SamplerParams, SeqParams) and the spec-param validation are the real core's.
 """
 from __future__ import annotations
 
 import os
 import threading
 import time
+
+from pyllm import _core as _real
+
+# the real core's settings structs and validation (plain data and checks; no model needed)
+SamplerParams, SeqParams, check_spec_params = _real.SamplerParams, _real.SeqParams, _real.check_spec_params
+sampler_types_from_names, sampler_types_from_chars = _real.sampler_types_from_names, _real.sampler_types_from_chars
+sampler_type_name = _real.sampler_type_name
 
 
 class GGUFError(ValueError):
@@ -88,7 +96,7 @@ class _Seq:
         self.tokens: list = []       # what the KV holds
         self.active = False
         self.pending: list = []      # prompt tokens still to evaluate
-        self.params: dict = {}
+        self.params = SeqParams()
         self.n_gen = 0
         self.stats = {}
 
@@ -96,11 +104,10 @@ class _Seq:
 class Context:
     def __init__(self, model: Model, n_ctx: int, n_seq: int, n_batch: int = 2048, n_ubatch: int = 512,
                  n_threads: int = 2, spec_type: str = "none", n_max: int = 3, n_min: int = 0, p_min: float = 0.0,
-                 synth_len: int = 0, synth_rates: list = ()):
+                 synth_len: float = -1.0, synth_rates: list = ()):
         if n_seq < 1:
             raise ValueError("n_seq must be >= 1")
-        if spec_type not in ("none", "draft-mtp"):
-            raise ValueError(f"speculative type {spec_type} is not supported")
+        check_spec_params(spec_type, n_max, n_min, p_min, float(synth_len), list(synth_rates))
         self.model = model
         self.n_ctx = n_ctx
         self.n_seq = n_seq
@@ -118,8 +125,8 @@ class Context:
         if seq < 0 or seq >= self.n_seq:
             raise ValueError(f"invalid seq id {seq}")
 
-    def seq_begin(self, model: Model, seq: int, prompt: list, params: dict) -> int:
-        # like the real core: params["cache_prompt"] is NOT honoured here (the engine calls seq_clear)
+    def seq_begin(self, model: Model, seq: int, prompt: list, params=None) -> int:
+        # params: a SeqParams (pyllm.sampling.seq_params); the sampler settings are not used (fixed sequence)
         self._check(seq)
         if len(prompt) >= self.n_ctx_seq:
             raise ValueError(f"prompt of {len(prompt)} tokens does not fit the context of {self.n_ctx_seq}")
@@ -136,7 +143,7 @@ class Context:
         s.tokens = list(prompt[:n])
         s.pending = list(prompt[n:])
         s.active = True
-        s.params = dict(params)
+        s.params = params if params is not None else SeqParams()
         s.n_gen = 0
         s.t_start = time.perf_counter()
         s.t_prompt_done = None
@@ -162,8 +169,8 @@ class Context:
             if not s.active:
                 continue
             res = {"seq": i, "tokens": [], "probs": None, "done": False, "stop": None}
-            n_predict = s.params.get("n_predict", -1)
-            n_probs = int(s.params.get("n_probs", 0) or 0)
+            n_predict = s.params.n_predict
+            n_probs = s.params.n_probs
             if s.pending:
                 chunk = s.pending[: self.n_batch]
                 s.pending = s.pending[self.n_batch:]
@@ -197,7 +204,7 @@ class Context:
             toks, probs = [], []
             for _ in range(n_emit):
                 t = self._next(s.tokens[-1])
-                if s.params.get("ignore_eos") and t == EOS:
+                if s.params.ignore_eos and t == EOS:
                     t = 3 + ord("!")
                 toks.append(t)
                 probs.append(self._probs(t, n_probs) if n_probs > 0 else None)
@@ -254,5 +261,8 @@ class Context:
 def install():
     """Make `pyllm._core`-like attributes available: returns a module-like namespace."""
     import types
-    m = types.SimpleNamespace(Model=Model, Context=Context, GGUFError=GGUFError)
+    m = types.SimpleNamespace(Model=Model, Context=Context, GGUFError=GGUFError, SamplerParams=SamplerParams,
+                              SeqParams=SeqParams, check_spec_params=check_spec_params,
+                              sampler_types_from_names=sampler_types_from_names,
+                              sampler_types_from_chars=sampler_types_from_chars, sampler_type_name=sampler_type_name)
     return m

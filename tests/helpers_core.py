@@ -22,6 +22,7 @@ import numpy as np
 from conftest import FIXTURES, ROOT, SHARED_MODELS, gemma3_path, smollm2_path
 
 from pyllm import _core
+from pyllm import sampling
 
 NEAR_TIE = 0.02
 
@@ -87,12 +88,17 @@ def greedy_params(n_predict: int, **kw) -> dict:
     return p
 
 
+def seq_params(model, params: dict):
+    """A request-style dict -> the core's SeqParams (pyllm.sampling, as pyllm.generation does)."""
+    return sampling.seq_params(params, model.eog_ids, _core)
+
+
 def run_seqs(ctx, model, jobs: dict) -> dict:
     """jobs: {seq: (prompt_ids, params)}; begins all, steps them together until done.
     Returns {seq: {"tokens": [...], "probs": [...] or None, "stop": ..., "stats": seq_stats}}."""
     res = {}
     for seq, (ids, params) in jobs.items():
-        ctx.seq_begin(model, seq, list(ids), dict(params))
+        ctx.seq_begin(model, seq, list(ids), seq_params(model, params))
         res[seq] = {"tokens": [], "probs": [], "stop": None, "done": False}
     n_steps = 0
     while ctx.n_active():

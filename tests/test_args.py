@@ -79,6 +79,17 @@ def test_synth():
         P(["--spec-synth-rates", "1.5,0.5,0.1"])
     with pytest.raises(ArgError):
         P(["--spec-synth-rates", "x"])
+    # the core's one check (csrc/speculative/spec_params.cpp), before any model loads
+    with pytest.raises(ArgError, match=r"^error: synthetic acceptance length must be finite and within \[1, 4\]"):
+        P(["--spec-synth-len", "4.5"])
+    with pytest.raises(ArgError, match="monotonically non-increasing"):
+        P(["--spec-synth-rates", "0.5,0.6,0.1"])
+    with pytest.raises(ArgError, match="must contain 2 values, got 3"):
+        P(["--spec-draft-n-max", "2", "--spec-synth-rates", "0.9,0.5,0.1"])
+    with pytest.raises(ArgError, match=r"^error: --spec-draft-n-max must be >= 0, got -1"):
+        P(["--spec-draft-n-max", "-1"])
+    with pytest.raises(ArgError, match=r"--spec-draft-p-min must be within \[0, 1\]"):
+        P(["--spec-draft-p-min", "1.5"])
 
 
 @pytest.mark.parametrize("argv", [["--draft", "3"], ["--draft-n", "3"], ["--draft-max", "3"], ["--draft-min", "1"],

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
-from helpers_core import MODELS, new_context, generate, get_model, greedy_params, model_path, rewrite_gguf, run_seqs
+from helpers_core import (MODELS, new_context, generate, get_model, greedy_params, model_path, rewrite_gguf, run_seqs,
+                          seq_params)
 
 from pyllm import _core
 
@@ -260,9 +261,9 @@ def test_bad_sequence_ids():
     m = get_model("qwen35-Q8_0")
     c = new_context(m, 64, n_seq=2)
     with pytest.raises(IndexError):
-        c.seq_begin(m, 2, [1, 2, 3], greedy_params(2))
+        c.seq_begin(m, 2, [1, 2, 3], seq_params(m, greedy_params(2)))
     with pytest.raises(IndexError):
-        c.seq_begin(m, -1, [1, 2, 3], greedy_params(2))
+        c.seq_begin(m, -1, [1, 2, 3], seq_params(m, greedy_params(2)))
     with pytest.raises(IndexError):
         c.eval(2, [1, 2], False)
     with pytest.raises(IndexError):
@@ -282,12 +283,12 @@ def test_prompt_longer_than_context():
     m = get_model("qwen35-Q8_0")
     c = new_context(m, 64)
     with pytest.raises(ValueError, match="exceeds the available context size"):
-        c.seq_begin(m, 0, list(range(10, 110)), greedy_params(4))
+        c.seq_begin(m, 0, list(range(10, 110)), seq_params(m, greedy_params(4)))
     assert c.n_active() == 0
     with pytest.raises(ValueError, match="out of range"):
-        c.seq_begin(m, 0, [1, 2, m.n_vocab], greedy_params(4))
+        c.seq_begin(m, 0, [1, 2, m.n_vocab], seq_params(m, greedy_params(4)))
     with pytest.raises(ValueError, match="empty prompt"):
-        c.seq_begin(m, 0, [], greedy_params(4))
+        c.seq_begin(m, 0, [], seq_params(m, greedy_params(4)))
     with pytest.raises(ValueError, match="context"):
         c.eval(0, list(range(10, 80)), False)
     # the context still works

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
-from helpers_core import new_context, generate, get_model, greedy_params, load_fixture, run_seqs
+from helpers_core import new_context, generate, get_model, greedy_params, load_fixture, run_seqs, seq_params
 
 from pyllm import _core
 
@@ -216,7 +216,7 @@ def test_staggered_sequences_with_long_prompt(trained, prompts):
     c = new_context(trained, 3 * 512, n_seq=3, n_batch=64, n_ubatch=32, spec_type="draft-mtp", n_max=3)
     out = {i: [] for i in range(3)}
     for i, (ids, prm) in enumerate(jobs):
-        c.seq_begin(trained, i, ids, prm)
+        c.seq_begin(trained, i, ids, seq_params(trained, prm))
         for _ in range(3):
             for o in c.step():
                 out[o["seq"]] += o["tokens"]

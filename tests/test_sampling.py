@@ -1,12 +1,17 @@
-"""Sampler chain (csrc/sampling) against numpy re-implementations of llama.cpp's samplers."""
+"""Sampler chain (csrc/sampling) against numpy re-implementations of llama.cpp's samplers; the request-dict
+parsing into its params (pyllm/sampling.py)."""
 import math
 
 import numpy as np
 import pytest
 
-from pyllm import _core
+from pyllm import _core, sampling
 
 V = 64
+
+
+def Sampler(params: dict, n_vocab: int):
+    return _core.Sampler(sampling.sampler_params(params), n_vocab)
 
 
 def logits_(seed=0, n=V, scale=2.0):
@@ -14,7 +19,7 @@ def logits_(seed=0, n=V, scale=2.0):
 
 
 def run(logits, **params):
-    s = _core.Sampler(params, len(logits))
+    s = Sampler(params, len(logits))
     tok = s.sample(np.asarray(logits, np.float32))
     return s, tok, s.candidates()
 
@@ -34,7 +39,7 @@ def desc_order(l):
 # params
 
 def test_defaults_match_llamacpp():
-    d = _core.sampler_defaults()
+    d = sampling.defaults()
     assert d["seed"] == 4294967295
     assert d["top_k"] == 40 and d["repeat_last_n"] == 64 and d["min_keep"] == 0 and d["n_probs"] == 0
     for k, v in dict(temperature=0.8, top_p=0.95, min_p=0.05, typical_p=1.0, xtc_probability=0.0,
@@ -46,8 +51,12 @@ def test_defaults_match_llamacpp():
     assert d["ignore_eos"] is False and d["logit_bias"] == []
 
 
+def settings(d: dict) -> dict:
+    return sampling.settings(sampling.sampler_params(d))
+
+
 def test_params_from_dict_names_and_aliases():
-    p = _core.sampler_params({"temperature": 0.5, "typical_p": 0.9, "repeat_last_n": 8, "seed": -1,
+    p = settings({"temperature": 0.5, "typical_p": 0.9, "repeat_last_n": 8, "seed": -1,
                               "samplers": ["Top-K", "nucleus", "temp", "bogus"], "logprobs": 3,
                               "dry_base": 0.5, "prompt": "ignored", "top_k": None})
     assert p["temperature"] == pytest.approx(0.5) and p["typical_p"] == pytest.approx(0.9)
@@ -55,19 +64,60 @@ def test_params_from_dict_names_and_aliases():
     assert p["samplers"] == ["top_k", "top_p", "temperature"]
     assert p["dry_base"] == pytest.approx(1.75)  # < 1 -> default
     assert p["top_k"] == 40
-    assert _core.sampler_params({"samplers": "kpmt"})["samplers"] == ["top_k", "top_p", "min_p", "temperature"]
-    assert _core.sampler_params({"seed": 42})["seed"] == 42
+    assert settings({"samplers": "kpmt"})["samplers"] == ["top_k", "top_p", "min_p", "temperature"]
+    assert settings({"seed": 42})["seed"] == 42
+
+
+def test_logit_bias_forms_and_settings_round_trip():
+    ban = float("-inf")
+    want = [(5, -1.5), (7, ban), (9, 2.0)]
+    assert sampling.logit_bias({"5": -1.5, 7: False, "9": 2, "11": True}) == want  # true: no bias
+    assert sampling.logit_bias([[5, -1.5], [7, False], [9, 2.0], [1, "x"]]) == want
+    assert sampling.logit_bias([{"token": 5, "bias": -1.5}, {"token": 7, "bias": None}, {"token": 9, "bias": 2}]) == want
+    d = settings({"temperature": 0.25, "top_k": 7, "seed": 3, "logit_bias": {"5": -1.5, "7": False},
+                  "samplers": ["top_k", "temp"], "dry_sequence_breakers": ["\n"], "n_probs": 2})
+    assert d["logit_bias"] == [{"token": 5, "bias": -1.5}, {"token": 7, "bias": None}]  # bans shown as null
+    assert settings(d) == d  # generation_settings read back the same
+    assert list(d) == list(sampling.defaults())
+
+
+@pytest.mark.parametrize("params,msg", [
+    ({"temperature": "hot"}, "'temperature' must be a number"),
+    ({"top_k": [1]}, "'top_k' must be a number"),
+    ({"top_k": 2 ** 40}, "'top_k' must be a 32-bit integer"),
+    ({"repeat_last_n": float("nan")}, "'repeat_last_n' must be a 32-bit integer"),
+    ({"seed": float("inf")}, "'seed' must be a finite number"),
+    ({"ignore_eos": "yes"}, "'ignore_eos' must be a boolean"),
+    ({"samplers": [1, 2]}, "'samplers' must be a list of strings"),
+    ({"dry_sequence_breakers": "ab"}, "'dry_sequence_breakers' must be a list of strings"),
+    ({"logit_bias": 3}, "logit_bias must be a list"),
+    ({"logit_bias": {1.5: 1.0}}, "token must be an int"),
+])
+def test_bad_params_name_the_field(params, msg):
+    with pytest.raises(ValueError, match=msg):
+        sampling.sampler_params(params)
+
+
+def test_seq_params():
+    sp = sampling.seq_params({"n_predict": 5, "n_probs": 2, "seed": 7, "ignore_eos": True, "temperature": 0},
+                             eog_ids=[2, 9])
+    assert (sp.n_predict, sp.n_probs, sp.seed, sp.ignore_eos) == (5, 2, 7, True)
+    assert sp.sampler.temp == 0 and sp.sampler.logit_bias_eog == [(2, float("-inf")), (9, float("-inf"))]
+    sp = sampling.seq_params({"seed": -1}, eog_ids=[2])
+    assert sp.seed == sampling.UINT32_MAX and not sp.ignore_eos and sp.sampler.logit_bias_eog == []
+    with pytest.raises(ValueError, match="'n_predict' must be an integer"):
+        sampling.seq_params({"n_predict": 1.5})
 
 
 def test_unimplemented_samplers_raise_clearly():
-    _core.Sampler({"dry_multiplier": 0.0}, V)  # default: off, fine
+    Sampler({"dry_multiplier": 0.0}, V)  # default: off, fine
     with pytest.raises(ValueError, match="DRY"):
-        _core.Sampler({"dry_multiplier": 0.8}, V)
+        Sampler({"dry_multiplier": 0.8}, V)
     with pytest.raises(ValueError, match="adaptive_p"):
-        _core.Sampler({"samplers": ["adaptive_p"]}, V)
+        Sampler({"samplers": ["adaptive_p"]}, V)
     with pytest.raises(ValueError, match="text key"):
-        _core.Sampler({"logit_bias": {"hello": 1.0}}, V)
-    s = _core.Sampler({}, V)
+        Sampler({"logit_bias": {"hello": 1.0}}, V)
+    s = Sampler({}, V)
     with pytest.raises(ValueError, match="n_vocab"):
         s.sample(np.zeros(V + 1, np.float32))
 
@@ -193,7 +243,7 @@ def test_penalties():
     l = logits_(10)
     l[5], l[9] = 1.5, -1.5
     hist = [5, 9, 5, 11, 5]
-    s = _core.Sampler({"samplers": ["penalties"], "repeat_penalty": 1.3, "frequency_penalty": 0.2,
+    s = Sampler({"samplers": ["penalties"], "repeat_penalty": 1.3, "frequency_penalty": 0.2,
                        "presence_penalty": 0.5, "repeat_last_n": 4}, V)
     for t in hist:
         s.accept(t)
@@ -210,7 +260,7 @@ def test_penalties():
         exp[t] = x - (n * np.float32(0.2) + np.float32(0.5))
     assert np.allclose([got[i] for i in range(V)], exp, atol=1e-6)
     # after top_k reorders, the by-candidate path gives the same logits
-    s2 = _core.Sampler({"samplers": ["top_k", "penalties"], "top_k": V, "repeat_penalty": 1.3,
+    s2 = Sampler({"samplers": ["top_k", "penalties"], "top_k": V, "repeat_penalty": 1.3,
                         "frequency_penalty": 0.2, "presence_penalty": 0.5, "repeat_last_n": 4}, V)
     for t in hist:
         s2.accept(t)
@@ -233,7 +283,7 @@ def test_logit_bias_forms():
     # ignore_eos bans the EOG ids the engine passes in
     assert run(l, temperature=0, ignore_eos=True, eog_tokens=[top])[1] != top
     assert run(l, temperature=0, ignore_eos=False, eog_tokens=[top])[1] == top
-    gs = _core.Sampler({"ignore_eos": True, "eog_tokens": [top]}, V).params["logit_bias"]
+    gs = sampling.settings(Sampler({"ignore_eos": True, "eog_tokens": [top]}, V).params)["logit_bias"]
     assert gs == [{"token": top, "bias": None}]
 
 
@@ -249,7 +299,7 @@ def _canonical_double(raw):
 def test_dist_matches_mt19937_reimplementation():
     seed, t = 1234, 0.7
     l = logits_(12)
-    s = _core.Sampler({"seed": seed, "samplers": ["temperature"], "temperature": t}, V)
+    s = Sampler({"seed": seed, "samplers": ["temperature"], "temperature": t}, V)
     rs = np.random.RandomState(seed)  # legacy seeding == std::mt19937(seed)
     for step in range(50):
         x = (l / np.float32(t)).astype(np.float32)
@@ -262,34 +312,34 @@ def test_dist_matches_mt19937_reimplementation():
 
 def test_seeded_reproducible_and_reset():
     l = [logits_(i) for i in range(30)]
-    a = _core.Sampler({"seed": 7, "top_k": 0, "top_p": 0.99, "min_p": 0.0}, V)
-    b = _core.Sampler({"seed": 7, "top_k": 0, "top_p": 0.99, "min_p": 0.0}, V)
+    a = Sampler({"seed": 7, "top_k": 0, "top_p": 0.99, "min_p": 0.0}, V)
+    b = Sampler({"seed": 7, "top_k": 0, "top_p": 0.99, "min_p": 0.0}, V)
     ta = [a.sample(x) for x in l]
     tb = [b.sample(x) for x in l]
     assert ta == tb
     a.reset()
     assert [a.sample(x) for x in l] == ta
-    c = _core.Sampler({"seed": 8, "top_k": 0, "top_p": 0.99, "min_p": 0.0}, V)
+    c = Sampler({"seed": 8, "top_k": 0, "top_p": 0.99, "min_p": 0.0}, V)
     assert [c.sample(x) for x in l] != ta
-    r = _core.Sampler({"seed": -1}, V)  # a random seed is drawn
+    r = Sampler({"seed": -1}, V)  # a random seed is drawn
     assert isinstance(r.seed, int) and 0 <= r.sample(l[0]) < V
 
 
 @pytest.mark.parametrize("mode", [1, 2])
 def test_mirostat_runs_and_is_reproducible(mode):
     l = [logits_(200 + i) for i in range(20)]
-    a = _core.Sampler({"seed": 11, "mirostat": mode}, V)
-    b = _core.Sampler({"seed": 11, "mirostat": mode}, V)
+    a = Sampler({"seed": 11, "mirostat": mode}, V)
+    b = Sampler({"seed": 11, "mirostat": mode}, V)
     ta = [a.sample(x) for x in l]
     assert ta == [b.sample(x) for x in l]
     assert all(0 <= t < V for t in ta)
     with pytest.raises(ValueError, match="mirostat"):
-        _core.Sampler({"mirostat": 3}, V)
+        Sampler({"mirostat": 3}, V)
 
 
 def test_dist_frequencies():
     l = np.array([2.0, 1.0, 0.0, -1.0], np.float32)
-    s = _core.Sampler({"seed": 3, "samplers": []}, 4)
+    s = Sampler({"seed": 3, "samplers": []}, 4)
     n = 4000
     counts = np.bincount([s.sample(l) for _ in range(n)], minlength=4) / n
     assert np.allclose(counts, softmax(l), atol=0.03)
@@ -300,7 +350,7 @@ def test_dist_frequencies():
 
 def test_top_probs_raw_softmax():
     l = logits_(13)
-    s = _core.Sampler({}, V)
+    s = Sampler({}, V)
     top = s.top_probs(l, 5)
     ref = softmax(l)
     assert [t for t, _ in top] == desc_order(l)[:5]
@@ -313,14 +363,14 @@ def test_top_probs_raw_softmax():
 
 def test_post_sampling_probs():
     l = logits_(14)
-    s = _core.Sampler({"seed": 5, "top_k": 10, "temperature": 0.9, "min_p": 0.0}, V)
+    s = Sampler({"seed": 5, "top_k": 10, "temperature": 0.9, "min_p": 0.0}, V)
     tok = s.sample(l)
     post = s.post_sampling_probs(V)
     assert len(post) <= 10 and sum(p for _, p in post) == pytest.approx(1.0, abs=1e-5)
     assert [p for _, p in post] == sorted((p for _, p in post), reverse=True)
     assert dict(post)[tok] == pytest.approx(s.selected_prob)
     # greedy: one token with p 1, the masked zeros are dropped
-    g = _core.Sampler({"temperature": 0, "top_k": 0, "top_p": 1.0, "min_p": 0.0}, V)
+    g = Sampler({"temperature": 0, "top_k": 0, "top_p": 1.0, "min_p": 0.0}, V)
     gt = g.sample(l)
     assert g.post_sampling_probs(5) == [(gt, 1.0)] and g.selected_prob == 1.0
 
@@ -329,13 +379,13 @@ def test_speculative_replay_same_calls():
     # verify path: sample+accept per verified position == plain decoding with the same seed
     rows = [logits_(100 + i) for i in range(12)]
     p = {"seed": 99, "repeat_penalty": 1.1}
-    plain = _core.Sampler(p, V)
+    plain = Sampler(p, V)
     out = []
     for r in rows:
         t = plain.sample(r)
         plain.accept(t)
         out.append(t)
-    spec = _core.Sampler(p, V)
+    spec = Sampler(p, V)
     got = []
     for i in range(0, len(rows), 4):  # verify in chunks of 4 positions
         for r in rows[i:i + 4]:
@@ -349,7 +399,7 @@ def test_large_vocab_fast():
     import time
     n = 248_000
     l = logits_(15, n=n, scale=4.0)
-    s = _core.Sampler({"seed": 1}, n)
+    s = Sampler({"seed": 1}, n)
     s.sample(l)
     t0 = time.perf_counter()
     for _ in range(20):

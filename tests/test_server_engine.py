@@ -23,10 +23,9 @@ def scripted_core(script):
                     return s.script.pop(0) + 3 if s.script else fake.EOS
             return fake.EOS
 
-    class Core:
-        Model = fake.Model
-        Context = Ctx
-    return Core
+    core = fake.install()
+    core.Context = Ctx
+    return core
 
 
 def make_engine(tmp_path, core=fake, argv=("-np", "2", "-c", "256")):

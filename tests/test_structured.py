@@ -11,6 +11,7 @@ jsonschema = pytest.importorskip("jsonschema")
 pytest.importorskip("llguidance")
 
 from pyllm import _core  # noqa: E402
+from pyllm.sampling import sampler_params  # noqa: E402
 from pyllm.chat import prepare_messages, render_chat, template_caps  # noqa: E402
 from pyllm.reasoning import split_reasoning, thinking_open_at_end  # noqa: E402
 from pyllm.structured import (GrammarError, GrammarMatcher, GuidanceTokenizer, after_thinking,  # noqa: E402
@@ -193,9 +194,9 @@ def test_sampler_allowed_mask(qwen):
     for t in allowed:
         mask[t >> 5] |= np.int32(1 << (t & 31)) if (t & 31) != 31 else np.int32(-2**31)
     for seed in range(20):
-        s = _core.Sampler({"temperature": 1.5, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "seed": seed}, n)
+        s = _core.Sampler(sampler_params({"temperature": 1.5, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "seed": seed}), n)
         assert s.sample(logits, allowed=mask) in allowed
-    g = _core.Sampler({"temperature": 0.0}, n)
+    g = _core.Sampler(sampler_params({"temperature": 0.0}), n)
     assert g.sample(logits, allowed=mask) == max(allowed, key=lambda t: logits[t])  # greedy = masked argmax
     assert g.sample(logits) == int(np.argmax(logits))  # no mask: unchanged
     with pytest.raises(RuntimeError, match="excludes every token"):
@@ -211,7 +212,7 @@ def generate(model, prompt: str, grammar: str, n_max=120, seed=1, temp=0.8):
     gt = GuidanceTokenizer(tok)
     m = GrammarMatcher(gt, grammar)
     ctx = _core.Context(model, n_ctx=1024)
-    s = _core.Sampler({"temperature": temp, "seed": seed}, model.n_vocab)
+    s = _core.Sampler(sampler_params({"temperature": temp, "seed": seed}), model.n_vocab)
     ids = list(tok.tokenize(prompt, tok.add_bos, True))
     logits = ctx.eval(0, ids)[-1]
     out = []

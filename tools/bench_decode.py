@@ -139,7 +139,9 @@ def prompt_ids(model, n):
 def pyllm_run(model, prompt, n_predict, threads, spec_type="none", n_max=3, n_ctx=1024):
     c = _core.Context(model, n_ctx, n_seq=1, n_batch=2048, n_ubatch=512, n_threads=threads,
                       spec_type=spec_type, n_max=max(1, n_max))
-    c.seq_begin(model, 0, prompt, {"temperature": 0, "n_predict": n_predict, "ignore_eos": True})
+    from pyllm.sampling import seq_params
+    sp = seq_params({"temperature": 0, "n_predict": n_predict, "ignore_eos": True}, model.eog_ids, _core)
+    c.seq_begin(model, 0, prompt, sp)
     toks = []
     while c.n_active():
         for o in c.step():

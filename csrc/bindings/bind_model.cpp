@@ -4,7 +4,6 @@
 #include <nanobind/stl/unique_ptr.h>
 
 #include "bindings/bindings.h"
-#include "bindings/sampling_params.h"
 #include "engine/context.h"
 #include "model/model.h"
 #include "sampling/sampler.h"
@@ -19,6 +18,15 @@ struct ChainSampler : TokenSampler {
   ChainSampler(const SamplerParams& p, int n_vocab) : s(p, n_vocab) {}
   int32_t sample(const float* logits, int, const uint32_t* allowed) override { return s.sample(logits, allowed); }
   void accept(int32_t t) override { s.accept(t); }
+};
+
+// seq_begin's settings as plain fields (pyllm/sampling.py fills them); SeqParams proper holds a factory.
+struct SeqArgs {
+  uint32_t seed = 0xFFFFFFFFu;
+  int n_predict = -1;
+  bool ignore_eos = false;
+  int n_probs = 0;
+  SamplerParams sampler;
 };
 
 struct PyModel {
@@ -49,6 +57,14 @@ void bind_model(nb::module_& m) {
     return check_spec_params(sp);
   }, nb::arg("spec_type") = "none", nb::arg("n_max") = 3, nb::arg("n_min") = 0, nb::arg("p_min") = 0.0f,
      nb::arg("synth_len") = -1.0, nb::arg("synth_rates") = std::vector<double>{});
+
+  nb::class_<SeqArgs>(m, "SeqParams")
+      .def(nb::init<>())
+      .def_rw("seed", &SeqArgs::seed)
+      .def_rw("n_predict", &SeqArgs::n_predict)
+      .def_rw("ignore_eos", &SeqArgs::ignore_eos)
+      .def_rw("n_probs", &SeqArgs::n_probs)
+      .def_rw("sampler", &SeqArgs::sampler);
 
   nb::class_<PyModel>(m, "Model")
       .def("__init__", [](PyModel* self, const std::string& path, bool load_mtp) {
@@ -122,23 +138,14 @@ void bind_model(nb::module_& m) {
          nb::keep_alive<1, 2>())
       .def_prop_ro("n_ctx_seq", &Context::n_ctx_seq)
       .def_prop_ro("n_seq", &Context::n_seq)
-      .def("seq_begin", [](Context& c, PyModel& model, int seq, std::vector<int32_t> prompt, nb::dict params) {
+      .def("seq_begin", [](Context& c, PyModel&, int seq, std::vector<int32_t> prompt, const SeqArgs& a) {
         SeqParams sp;
-        nb::dict p2;
-        for (auto kv : params) p2[kv.first] = kv.second;
-        // ignore_eos bans end-of-generation tokens in the chain, as llama.cpp does
-        if (params.contains("ignore_eos") && nb::cast<bool>(params["ignore_eos"])) {
-          sp.ignore_eos = true;
-          p2["eog_tokens"] = model.m->eog_ids;
-        }
-        if (params.contains("seed") && !params["seed"].is_none()) sp.seed = (uint32_t)nb::cast<int64_t>(params["seed"]);
-        if (params.contains("n_predict") && !params["n_predict"].is_none()) sp.n_predict = nb::cast<int>(params["n_predict"]);
-        if (params.contains("n_probs") && !params["n_probs"].is_none()) sp.n_probs = nb::cast<int>(params["n_probs"]);
-        SamplerParams spar = params_from_dict(p2);
+        sp.seed = a.seed; sp.n_predict = a.n_predict; sp.ignore_eos = a.ignore_eos; sp.n_probs = a.n_probs;
+        SamplerParams spar = a.sampler;
         sp.sampler = [spar](int n_vocab) { return std::unique_ptr<TokenSampler>(new ChainSampler(spar, n_vocab)); };
         nb::gil_scoped_release rel;
         return c.seq_begin(seq, prompt, std::move(sp));
-      }, nb::arg("model"), nb::arg("seq"), nb::arg("prompt"), nb::arg("params") = nb::dict())
+      }, nb::arg("model"), nb::arg("seq"), nb::arg("prompt"), nb::arg("params") = SeqArgs{})
       .def("seq_set_allowed", [](Context& c, int seq, nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> mask) {
         const uint32_t* m = reinterpret_cast<const uint32_t*>(mask.data());
         c.seq_set_allowed(seq, std::vector<uint32_t>(m, m + mask.shape(0)));

@@ -4,11 +4,11 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
-#include <cmath>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "bindings/bindings.h"
-#include "bindings/sampling_params.h"
 #include "sampling/sampler.h"
 
 namespace pyllm {
@@ -32,59 +32,69 @@ static const float* check_logits(const Logits& a, int n_vocab) {
   return a.data();
 }
 
-// SamplerParams -> dict with llama-server names (generation_settings style).
-static nb::dict params_to_dict(const SamplerParams& p) {
-  nb::dict d;
-  d["seed"] = p.seed;
-  d["temperature"] = p.temp;
-  d["dynatemp_range"] = p.dynatemp_range;
-  d["dynatemp_exponent"] = p.dynatemp_exponent;
-  d["top_k"] = p.top_k;
-  d["top_p"] = p.top_p;
-  d["min_p"] = p.min_p;
-  d["top_n_sigma"] = p.top_n_sigma;
-  d["xtc_probability"] = p.xtc_probability;
-  d["xtc_threshold"] = p.xtc_threshold;
-  d["typical_p"] = p.typ_p;
-  d["repeat_last_n"] = p.penalty_last_n;
-  d["repeat_penalty"] = p.penalty_repeat;
-  d["presence_penalty"] = p.penalty_present;
-  d["frequency_penalty"] = p.penalty_freq;
-  d["dry_multiplier"] = p.dry_multiplier;
-  d["dry_base"] = p.dry_base;
-  d["dry_allowed_length"] = p.dry_allowed_length;
-  d["dry_penalty_last_n"] = p.dry_penalty_last_n;
-  d["dry_sequence_breakers"] = p.dry_sequence_breakers;
-  d["mirostat"] = p.mirostat;
-  d["mirostat_tau"] = p.mirostat_tau;
-  d["mirostat_eta"] = p.mirostat_eta;
-  d["adaptive_target"] = p.adaptive_target;
-  d["adaptive_decay"] = p.adaptive_decay;
-  d["ignore_eos"] = p.ignore_eos;
-  d["n_probs"] = p.n_probs;
-  d["min_keep"] = p.min_keep;
-  nb::list lb;
-  auto add_bias = [&](const LogitBias& b) {
-    nb::dict e;
-    e["token"] = b.token;
-    if (std::isinf(b.bias) && b.bias < 0) e["bias"] = nb::none();  // llama-server shows bans as null
-    else e["bias"] = b.bias;
-    lb.append(e);
-  };
-  for (auto& b : p.logit_bias) add_bias(b);
-  if (p.ignore_eos) for (auto& b : p.logit_bias_eog) add_bias(b);
-  d["logit_bias"] = lb;
-  nb::list names;
-  for (auto t : p.samplers) names.append(nb::str(sampler_type_name(t).c_str()));
-  d["samplers"] = names;
-  return d;
+using Biases = std::vector<std::pair<int32_t, float>>;  // LogitBias as (token, bias) tuples
+
+static Biases biases_out(const std::vector<LogitBias>& v) {
+  Biases out;
+  for (auto& b : v) out.push_back({b.token, b.bias});
+  return out;
+}
+static std::vector<LogitBias> biases_in(const Biases& v) {
+  std::vector<LogitBias> out;
+  for (auto& [t, b] : v) out.push_back({t, b});
+  return out;
 }
 
 void bind_sampling(nb::module_& m) {
-  m.def("sampler_defaults", []() { return params_to_dict(SamplerParams{}); },
-        "llama.cpp's default sampling params, with llama-server names");
-  m.def("sampler_params", [](nb::dict d) { return params_to_dict(params_from_dict(d)); }, nb::arg("params"),
-        "Normalize a request dict the way Sampler reads it (defaults filled in)");
+  // Plain fields with llama.cpp's common_params_sampling names and defaults; pyllm/sampling.py fills them
+  // from request dicts (llama-server names, validation) and turns them back into generation_settings.
+  nb::enum_<SamplerType>(m, "SamplerType")
+      .value("PENALTIES", SamplerType::PENALTIES).value("DRY", SamplerType::DRY)
+      .value("TOP_N_SIGMA", SamplerType::TOP_N_SIGMA).value("TOP_K", SamplerType::TOP_K)
+      .value("TYPICAL_P", SamplerType::TYPICAL_P).value("TOP_P", SamplerType::TOP_P)
+      .value("MIN_P", SamplerType::MIN_P).value("XTC", SamplerType::XTC)
+      .value("TEMPERATURE", SamplerType::TEMPERATURE).value("INFILL", SamplerType::INFILL)
+      .value("ADAPTIVE_P", SamplerType::ADAPTIVE_P);
+  m.def("sampler_types_from_names", &sampler_types_from_names, nb::arg("names"));
+  m.def("sampler_types_from_chars", &sampler_types_from_chars, nb::arg("chars"));
+  m.def("sampler_type_name", &sampler_type_name, nb::arg("type"));
+
+  nb::class_<SamplerParams>(m, "SamplerParams")
+      .def(nb::init<>())
+      .def_rw("seed", &SamplerParams::seed)
+      .def_rw("n_probs", &SamplerParams::n_probs)
+      .def_rw("min_keep", &SamplerParams::min_keep)
+      .def_rw("top_k", &SamplerParams::top_k)
+      .def_rw("top_p", &SamplerParams::top_p)
+      .def_rw("min_p", &SamplerParams::min_p)
+      .def_rw("xtc_probability", &SamplerParams::xtc_probability)
+      .def_rw("xtc_threshold", &SamplerParams::xtc_threshold)
+      .def_rw("typ_p", &SamplerParams::typ_p)
+      .def_rw("temp", &SamplerParams::temp)
+      .def_rw("dynatemp_range", &SamplerParams::dynatemp_range)
+      .def_rw("dynatemp_exponent", &SamplerParams::dynatemp_exponent)
+      .def_rw("penalty_last_n", &SamplerParams::penalty_last_n)
+      .def_rw("penalty_repeat", &SamplerParams::penalty_repeat)
+      .def_rw("penalty_freq", &SamplerParams::penalty_freq)
+      .def_rw("penalty_present", &SamplerParams::penalty_present)
+      .def_rw("dry_multiplier", &SamplerParams::dry_multiplier)
+      .def_rw("dry_base", &SamplerParams::dry_base)
+      .def_rw("dry_allowed_length", &SamplerParams::dry_allowed_length)
+      .def_rw("dry_penalty_last_n", &SamplerParams::dry_penalty_last_n)
+      .def_rw("dry_sequence_breakers", &SamplerParams::dry_sequence_breakers)
+      .def_rw("adaptive_target", &SamplerParams::adaptive_target)
+      .def_rw("adaptive_decay", &SamplerParams::adaptive_decay)
+      .def_rw("mirostat", &SamplerParams::mirostat)
+      .def_rw("top_n_sigma", &SamplerParams::top_n_sigma)
+      .def_rw("mirostat_tau", &SamplerParams::mirostat_tau)
+      .def_rw("mirostat_eta", &SamplerParams::mirostat_eta)
+      .def_rw("ignore_eos", &SamplerParams::ignore_eos)
+      .def_rw("samplers", &SamplerParams::samplers)
+      .def_prop_rw("logit_bias", [](const SamplerParams& p) { return biases_out(p.logit_bias); },
+                   [](SamplerParams& p, const Biases& v) { p.logit_bias = biases_in(v); })
+      .def_prop_rw("logit_bias_eog", [](const SamplerParams& p) { return biases_out(p.logit_bias_eog); },
+                   [](SamplerParams& p, const Biases& v) { p.logit_bias_eog = biases_in(v); });
+
   m.def("top_probs", [](Logits logits, int n, int32_t token) {
         float tp = 0.0f;
         auto top = top_probs(logits.data(), (int)logits.shape(0), n, token, &tp);
@@ -93,9 +103,7 @@ void bind_sampling(nb::module_& m) {
       "Softmax of raw logits: ([(id, p)] for the n most likely, p of `token`)");
 
   nb::class_<Sampler>(m, "Sampler")
-      .def("__init__", [](Sampler* self, nb::dict params, int n_vocab) {
-        new (self) Sampler(params_from_dict(params), n_vocab);
-      }, nb::arg("params"), nb::arg("n_vocab"))
+      .def(nb::init<const SamplerParams&, int>(), nb::arg("params"), nb::arg("n_vocab"))
       .def("sample", [](Sampler& s, Logits logits, std::optional<Mask> allowed) {
         const float* p = check_logits(logits, s.n_vocab());
         const uint32_t* m = check_mask(allowed, s.n_vocab());
@@ -127,7 +135,7 @@ void bind_sampling(nb::module_& m) {
       .def_prop_ro("seed", &Sampler::seed)
       .def_prop_ro("n_vocab", &Sampler::n_vocab)
       .def_prop_ro("history", &Sampler::history)
-      .def_prop_ro("params", [](const Sampler& s) { return params_to_dict(s.params()); });
+      .def_prop_ro("params", [](const Sampler& s) { return s.params(); });
 }
 
 }  // namespace pyllm
