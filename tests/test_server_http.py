@@ -434,8 +434,10 @@ def test_api_key():
         assert s.get("/props", headers={"Authorization": "Bearer wrong"}).status_code == 401
         c = openai.OpenAI(base_url=s.url + "/v1", api_key="secret")
         assert c.completions.create(model="x", prompt="hi", max_tokens=2).choices
-        assert "".join(ch.choices[0].delta.content or "" for ch in c.chat.completions.create(
-            model="x", messages=[{"role": "user", "content": "hi"}], max_tokens=3, stream=True) if ch.choices)
+        # 3 sampled tokens may all be reasoning (split into reasoning_content by default): count both
+        deltas = [ch.choices[0].delta.model_dump() for ch in c.chat.completions.create(
+            model="x", messages=[{"role": "user", "content": "hi"}], max_tokens=3, stream=True) if ch.choices]
+        assert "".join((d.get("content") or "") + (d.get("reasoning_content") or "") for d in deltas)
         bad = openai.OpenAI(base_url=s.url + "/v1", api_key="nope", max_retries=0)
         with pytest.raises(openai.AuthenticationError):
             bad.completions.create(model="x", prompt="hi", max_tokens=2)
