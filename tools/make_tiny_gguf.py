@@ -100,9 +100,11 @@ import tiny_gguf_mixes as mixes  # noqa: E402
 import tiny_gguf_write as tgw  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
+# the tokenizer is copied from the trained model's file: shared/ next to the checkout (PYLLM_SHARED overrides), else
+# the copy the package ships in models/ (--tokenizer-from picks another file)
 DEFAULT_TOKENIZER = Path(os.environ.get("PYLLM_SHARED", REPO.parent / "shared")) / "models" / "qwen35-tiny-mtp-Q8_0.gguf"
 if not DEFAULT_TOKENIZER.exists():
-    DEFAULT_TOKENIZER = Path("/work/shared/models/qwen35-tiny-mtp-Q8_0.gguf")
+    DEFAULT_TOKENIZER = REPO / "models" / "qwen35-tiny-mtp-Q8_0.gguf"
 
 TYPES = {
     "f32": QT.F32, "f16": QT.F16, "bf16": QT.BF16, "q8_0": QT.Q8_0, "q4_0": QT.Q4_0, "q4_1": QT.Q4_1,
