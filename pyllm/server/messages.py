@@ -11,9 +11,10 @@ from fastapi.responses import Response, StreamingResponse
 from ..anthropic import AnthropicError, AnthropicStream, count_tokens_response, message_response, messages_to_chat
 from ..anthropic import sse as anthropic_sse
 from ..chat_request import RequestError
+from .chat_events import collect_one, first_event, stream_events
 from .engine import Task
 from .prompts import chat_turn, check_ctx, check_ids, tokenize_mixed
-from .schemas import ApiError, check_fields, core_params, invalid, parse_common, task_params_json
+from .schemas import check_fields, core_params, invalid, parse_common, task_params_json
 from .state import JSONResp, body_json, server
 from .streaming import SSE_HEADERS
 
@@ -61,23 +62,15 @@ async def messages(request: Request):
     e.submit(task, queue)
     try:
         if req["stream"]:
-            first = await queue.get()
-            if first.kind == "error":
-                raise ApiError(first.data["message"], first.data["code"], first.data["type"])
-            return StreamingResponse(_stream(e, task, queue, first, out, st.model_name, len(prompt)),
+            first = await first_event(queue)
+            proto = AnthropicStream(model=st.model_name, n_prompt=len(prompt))
+            closing = lambda f: proto.finish(f["stop_type"], f["n_decoded"], f["stopping_word"])  # noqa: E731
+            return StreamingResponse(stream_events(e, task, queue, first, out, proto, anthropic_sse, closing),
                                      media_type="text/event-stream", headers=SSE_HEADERS)
-        text, fin = "", None
-        while fin is None:
-            ev = await queue.get()
-            if ev.kind == "token":
-                text += ev.text
-            elif ev.kind == "done":
-                fin = ev.data
-            elif ev.kind == "error":
-                raise ApiError(ev.data["message"], ev.data["code"], ev.data["type"])
-            if fin is None and await request.is_disconnected():
-                e.cancel(task)
-                return Response(status_code=499)
+        got = await collect_one(e, task, queue, request)
+        if got is None:
+            return Response(status_code=499)
+        text, fin = got
         out.feed(text)
         out.finish()
         return JSONResp(message_response(model=st.model_name, content=out.content, reasoning=out.reasoning,
@@ -88,29 +81,3 @@ async def messages(request: Request):
         e.cancel(task)
         raise
 
-
-async def _stream(e, task, queue, first, out, model_name: str, n_prompt: int):
-    st = AnthropicStream(model=model_name, n_prompt=n_prompt)
-    ev = first
-    try:
-        for name, data in st.start():
-            yield anthropic_sse(name, data).encode()
-        while True:
-            if ev.kind == "token":
-                for d in out.feed(ev.text):
-                    for name, data in st.feed(d):
-                        yield anthropic_sse(name, data).encode()
-            elif ev.kind == "done":
-                for d in out.finish():
-                    for name, data in st.feed(d):
-                        yield anthropic_sse(name, data).encode()
-                for name, data in st.finish(ev.data["stop_type"], ev.data["n_decoded"], ev.data["stopping_word"]):
-                    yield anthropic_sse(name, data).encode()
-                return
-            elif ev.kind == "error":
-                for name, data in st.error(ev.data["message"]):
-                    yield anthropic_sse(name, data).encode()
-                return
-            ev = await queue.get()
-    finally:
-        e.cancel(task)

@@ -10,9 +10,10 @@ from fastapi.responses import Response, StreamingResponse
 
 from ..chat_request import RequestError
 from ..responses_api import ResponsesError, ResponsesStream, response_object, responses_to_chat, sse
+from .chat_events import collect_one, first_event, stream_events
 from .engine import Task
 from .prompts import chat_turn, check_ctx, check_ids, tokenize_mixed
-from .schemas import ApiError, check_fields, core_params, gen_id, invalid, parse_common, task_params_json
+from .schemas import check_fields, core_params, gen_id, invalid, parse_common, task_params_json
 from .state import JSONResp, body_json, server
 from .streaming import SSE_HEADERS
 
@@ -64,23 +65,16 @@ async def responses(request: Request):
     resp_id = gen_id("resp_")
     try:
         if req["stream"]:
-            first = await queue.get()
-            if first.kind == "error":
-                raise ApiError(first.data["message"], first.data["code"], first.data["type"])
-            return StreamingResponse(_stream(e, task, queue, first, out, st.model_name, resp_id),
+            first = await first_event(queue)
+            proto = ResponsesStream(model=st.model_name, resp_id=resp_id)
+            return StreamingResponse(stream_events(e, task, queue, first, out, proto, sse, lambda f: proto.finish(
+                content=out.content, reasoning=out.reasoning, tool_calls=out.tool_calls, n_prompt=f["n_prompt"],
+                n_cached=f["n_cached"], n_gen=f["n_decoded"], timings=f.get("timings"))),
                                      media_type="text/event-stream", headers=SSE_HEADERS)
-        text, fin = "", None
-        while fin is None:
-            ev = await queue.get()
-            if ev.kind == "token":
-                text += ev.text
-            elif ev.kind == "done":
-                fin = ev.data
-            elif ev.kind == "error":
-                raise ApiError(ev.data["message"], ev.data["code"], ev.data["type"])
-            if fin is None and await request.is_disconnected():
-                e.cancel(task)
-                return Response(status_code=499)
+        got = await collect_one(e, task, queue, request)
+        if got is None:
+            return Response(status_code=499)
+        text, fin = got
         out.feed(text)
         out.finish()
         return JSONResp(response_object(resp_id=resp_id, model=st.model_name, content=out.content,
@@ -90,32 +84,3 @@ async def responses(request: Request):
         e.cancel(task)
         raise
 
-
-async def _stream(e, task, queue, first, out, model_name: str, resp_id: str):
-    st = ResponsesStream(model=model_name, resp_id=resp_id)
-    ev = first
-    try:
-        for name, data in st.start():
-            yield sse(name, data).encode()
-        while True:
-            if ev.kind == "token":
-                for d in out.feed(ev.text):
-                    for name, data in st.feed(d):
-                        yield sse(name, data).encode()
-            elif ev.kind == "done":
-                for d in out.finish():
-                    for name, data in st.feed(d):
-                        yield sse(name, data).encode()
-                f = ev.data
-                for name, data in st.finish(content=out.content, reasoning=out.reasoning, tool_calls=out.tool_calls,
-                                            n_prompt=f["n_prompt"], n_cached=f["n_cached"], n_gen=f["n_decoded"],
-                                            timings=f.get("timings")):
-                    yield sse(name, data).encode()
-                return
-            elif ev.kind == "error":
-                for name, data in st.error(ev.data["message"]):
-                    yield sse(name, data).encode()
-                return
-            ev = await queue.get()
-    finally:
-        e.cancel(task)
