@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "bindings/bindings.h"
+#include "cpu/matmul.h"
+#include "cpu/threadpool.h"
 #include "ggml/quants_lanes.h"
 #include "ggml/types.h"
 
@@ -133,6 +135,32 @@ void bind_quants(nb::module_& m) {
   "One weight row against k <= 8 float32 rows (shape (k, n)) via the traits' vec_dot_k, or with repacked=True "
   "vec_dot_rp_k (llama.cpp's repacked-weight arithmetic); raises when it is null.");
 
+  m.def("matmul", [](int type, u8_in w, int64_t N, f32_in2 x, int n_threads) {
+    const type_traits& t = traits_for(type);
+    if (!t.compute) throw std::invalid_argument(std::string(t.name) + ": no matmul kernel");
+    const int64_t B = (int64_t)x.shape(0), K = (int64_t)x.shape(1);
+    check_len(t, K);
+    if (N < 1 || w.shape(0) != row_size((ggml_type)type, K) * (size_t)N)
+      throw std::invalid_argument("matmul: w must hold N = " + std::to_string(N) + " rows of " + std::to_string(K) +
+                                  " elements (" + std::to_string(row_size((ggml_type)type, K) * (size_t)N) + " bytes)");
+    if (n_threads < 1) throw std::invalid_argument("matmul: n_threads must be >= 1");
+    Weight W;
+    W.name = "matmul"; W.type = (ggml_type)type; W.ne[0] = K; W.ne[1] = N;
+    W.nb1 = row_size((ggml_type)type, K); W.nb2 = W.nb1 * N; W.data = w.data();
+    std::vector<float> y((size_t)B * N);
+    {
+      nb::gil_scoped_release rel;
+      ThreadPool tp(n_threads);
+      matmul(tp, W, x.data(), K, (int)B, y.data(), N);
+    }
+    size_t shape[2] = {(size_t)B, (size_t)N};
+    auto* heap = new std::vector<float>(std::move(y));
+    nb::capsule owner(heap, [](void* p) noexcept { delete (std::vector<float>*)p; });
+    return nb::ndarray<nb::numpy, float, nb::ndim<2>>(heap->data(), 2, shape, owner);
+  }, nb::arg("type"), nb::arg("w"), nb::arg("N"), nb::arg("x"), nb::arg("n_threads") = 1,
+  "Y = x W^T as a model's forward computes it (activations quantized to the vec_dot_type, the batch path "
+  "matmul picks for x's row count); x has shape (B, K), w holds N rows; returns (B, N) float32.");
+
   m.def("type_traits", [](int type) {
     const type_traits& t = traits_for(type);
     nb::dict d;
@@ -146,6 +174,7 @@ void bind_quants(nb::module_& m) {
     d["has_vec_dot"] = t.vec_dot != nullptr;
     d["has_vec_dot_k"] = t.vec_dot_k != nullptr;
     d["has_vec_dot_rp_k"] = t.vec_dot_rp_k != nullptr;
+    d["has_gemm_tile"] = t.gemm_tile != nullptr;
     return d;
   }, nb::arg("type"));
 

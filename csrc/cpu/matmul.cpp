@@ -136,8 +136,64 @@ static void mm_rows(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy,
   }
 }
 
+// Prefill: activations repacked into panels of kGemmCols tokens (ggml/types.h), each panel met by
+// kGemmRows weight rows at a time. Same per-pair arithmetic as mm_rows, so the path is free to choose.
+struct Panels {
+  std::vector<uint8_t> buf;  // [n][bytes]
+  size_t bytes = 0;
+  int n = 0;
+  const uint8_t* at(int p) const { return buf.data() + (size_t)p * bytes; }
+};
+constexpr int kGemmMinRows = 16;  // below this many activation rows vec_dot_k's decode reuse is enough
+static bool use_tiles(const Weight& W, const QuantActs& qa) {
+  return get_type_traits(W.type).gemm_tile && qa.B >= kGemmMinRows && !row_kernels(W).rp &&
+         get_type_traits(qa.type).gemm_pack;
+}
+static void pack_panels(ThreadPool& tp, const QuantActs& qa, Panels& P) {
+  const auto& vt = get_type_traits(qa.type);
+  P.n = (qa.B + kGemmCols - 1) / kGemmCols;
+  P.bytes = vt.gemm_panel_bytes(qa.K);
+  P.buf.resize((size_t)P.n * P.bytes);
+  auto body = [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; p++)
+      vt.gemm_pack(qa.row((int)p * kGemmCols), qa.row_bytes, std::min(kGemmCols, qa.B - (int)p * kGemmCols), qa.K,
+                   P.buf.data() + (size_t)p * P.bytes);
+  };
+  if (P.n >= 8) tp.parallel_for(P.n, body); else body(0, P.n);
+}
+constexpr int64_t kTileChunk = 16;  // weight rows per chunk, a multiple of kGemmRows
+// Rows [n0, n1) (at most kTileChunk) of W against every panel.
+static void mm_rows_tiled(const Weight& W, const QuantActs& qa, const Panels& P, float* Y, int64_t ldy, int64_t n0,
+                          int64_t n1) {
+  const gemm_tile_fn tile = get_type_traits(W.type).gemm_tile;
+  const int K = (int)W.ne[0];
+  const int B = qa.B;
+  const int64_t q1 = n0 + (n1 - n0) / kGemmRows * kGemmRows;
+  const int nr = (int)(q1 - n0);
+  // panels outer: the chunk's weight rows stay in cache while each panel is read once per chunk; a
+  // panel's results leave as one contiguous run per token
+  float c[kGemmCols][kTileChunk];
+  for (int p = 0; p < P.n; p++) {
+    for (int r = 0; r < nr; r += kGemmRows) tile(K, W.data + (n0 + r) * W.nb1, W.nb1, P.at(p), &c[0][r], kTileChunk);
+    const int t0 = p * kGemmCols, nt = std::min(kGemmCols, B - t0);
+    for (int j = 0; j < nt; j++) std::memcpy(&Y[(t0 + j) * ldy + n0], c[j], nr * sizeof(float));
+  }
+  if (q1 < n1) mm_rows(W, qa, Y, ldy, q1, n1);  // the last rows short of a tile
+}
+
 void matmul_q(ThreadPool& tp, const Weight& W, const QuantActs& qa, float* Y, int64_t ldy) {
   const int64_t N = W.ne[1];
+  if (use_tiles(W, qa)) {
+    thread_local Panels tl_panels;  // the caller's; the workers see it through P (a thread_local is not captured)
+    Panels& P = tl_panels;
+    pack_panels(tp, qa, P);
+    tp.run([&](int ith, int nth) {
+      const int64_t nch = (N + kTileChunk - 1) / kTileChunk;
+      for (int64_t c = ith; c < nch; c += nth)
+        mm_rows_tiled(W, qa, P, Y, ldy, c * kTileChunk, std::min(N, (c + 1) * kTileChunk));
+    });
+    return;
+  }
   // tiny matrices (per-head norms, routers) are not worth a dispatch
   const int64_t work = N * W.ne[0] * qa.B;
   if (work < 262144 || tp.n_threads() == 1) { mm_rows(W, qa, Y, ldy, 0, N); return; }  // < ~20 us: not worth a dispatch

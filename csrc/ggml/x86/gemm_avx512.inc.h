@@ -1,0 +1,101 @@
+// Prefill tiles at the AVX-512 level (included by quants_avx512.cpp, inside namespace x86_avx512).
+//
+// Panel of Q8_0 activations (gemm_pack_q8_0), kGemmCols = 4 tokens, nb = K / 32 blocks:
+//   [nb][4 tokens][32] uint8  y + 128 (so the weights can be the signed dpbusd operand)
+//   [nb][4 tokens]     float  the block scales, converted from fp16 once
+// gemm_signed_tile: 4 weight rows x 4 tokens. Per block, every (row, token) pair gets the same 8 int32
+// lanes as dot_signed_q8_0 (dpbusd of y + 128 and the signed weights, started from -128 * the lane's
+// weight sum: exact integers), then the same fma with the scale product dx * dy into its own 8-lane
+// accumulator, block after block, and the same hsum8: each pair's bits are vec_dot's.
+
+static size_t panel_bytes_q8_0(int64_t K) { return (size_t)(K / 32) * (kGemmCols * 32 + kGemmCols * sizeof(float)); }
+
+static void gemm_pack_q8_0(const void* acts, size_t row_bytes, int n, int64_t K, void* panel) {
+  const int nb = (int)(K / 32);
+  uint8_t* pq = (uint8_t*)panel;
+  float* pd = (float*)(pq + (size_t)nb * kGemmCols * 32);
+  const __m256i flip = _mm256_set1_epi8((char)0x80);
+  for (int j = 0; j < kGemmCols; j++) {
+    const block_q8_0* y = j < n ? (const block_q8_0*)((const uint8_t*)acts + j * row_bytes) : nullptr;
+    for (int b = 0; b < nb; b++) {
+      uint8_t* dst = pq + ((size_t)b * kGemmCols + j) * 32;
+      if (y) {
+        _mm256_storeu_si256((__m256i*)dst, _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)y[b].qs), flip));
+        pd[b * kGemmCols + j] = h2f(y[b].d);
+      } else {  // padding token: y + 128 = 128 and scale 0 give finite zeros that nobody stores
+        _mm256_storeu_si256((__m256i*)dst, flip);
+        pd[b * kGemmCols + j] = 0.f;
+      }
+    }
+  }
+}
+
+// Weight loaders for the tiles: the same signed bytes as W_*::load, with AVX-512BW masks where they
+// save registers and uops (the tile keeps 16 accumulators live).
+struct T_q8_0 {
+  typedef block_q8_0 B;
+  static inline __m256i load(const B& b) { return _mm256_loadu_si256((const __m256i*)b.qs); }
+};
+struct T_q4_0 {
+  typedef block_q4_0 B;
+  static inline __m256i load(const B& b) { return _mm256_sub_epi8(unpack_nibbles16(b.qs), _mm256_set1_epi8(8)); }
+};
+struct T_q5_0 {  // nibble | (bit << 4) - 16 = nibble - 16 where the fifth bit is clear, the nibble where set
+  typedef block_q5_0 B;
+  static inline __m256i load(const B& b) {
+    uint32_t qh; std::memcpy(&qh, b.qh, 4);
+    const __m256i nib = unpack_nibbles16(b.qs);
+    return _mm256_mask_sub_epi8(nib, (__mmask32)~qh, nib, _mm256_set1_epi8(16));
+  }
+};
+struct T_iq4_nl {
+  typedef block_iq4_nl B;
+  static inline __m256i load(const B& b) { return W_iq4_nl::load(b); }
+};
+
+template <class W>
+static void gemm_signed_tile(int K, const void* vw, size_t ldw, const void* panel, float* C, size_t ldc) {
+  static_assert(kGemmRows == 4 && kGemmCols == 4, "the tile below is written for 4 x 4");
+  const int nb = K / 32;
+  const uint8_t* pq = (const uint8_t*)panel;
+  const float* pd = (const float*)(pq + (size_t)nb * kGemmCols * 32);
+  const typename W::B* x[4];
+  for (int i = 0; i < 4; i++) x[i] = (const typename W::B*)((const uint8_t*)vw + i * ldw);
+  __m256 acc[4][4];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; i++)
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) acc[i][j] = _mm256_setzero_ps();
+  const __m256i c128 = _mm256_set1_epi8((char)0x80);
+  alignas(16) float sc[4][4];  // dx_i * dy_j of this block: broadcast from memory (no registers held)
+  for (int b = 0; b < nb; b++) {
+    const __m128 dy = _mm_loadu_ps(pd + 4 * b);
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) _mm_store_ps(sc[i], _mm_mul_ps(_mm_set1_ps(h2f(x[i][b].d)), dy));
+    const uint8_t* yb = pq + (size_t)b * 128;
+    const __m256i y0 = _mm256_loadu_si256((const __m256i*)yb), y1 = _mm256_loadu_si256((const __m256i*)(yb + 32));
+    const __m256i y2 = _mm256_loadu_si256((const __m256i*)(yb + 64)), y3 = _mm256_loadu_si256((const __m256i*)(yb + 96));
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+      const __m256i q = W::load(x[i][b]);
+      const __m256i nc = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), c128, q));
+      acc[i][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_dpbusd_epi32(nc, y0, q)), _mm256_broadcast_ss(&sc[i][0]), acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_dpbusd_epi32(nc, y1, q)), _mm256_broadcast_ss(&sc[i][1]), acc[i][1]);
+      acc[i][2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_dpbusd_epi32(nc, y2, q)), _mm256_broadcast_ss(&sc[i][2]), acc[i][2]);
+      acc[i][3] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_dpbusd_epi32(nc, y3, q)), _mm256_broadcast_ss(&sc[i][3]), acc[i][3]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; i++)
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) C[j * ldc + i] = hsum8(acc[i][j]);
+}
+
+static void install_gemm_tiles(type_traits* t) {
+  t[GGML_TYPE_Q8_0].gemm_pack = gemm_pack_q8_0;
+  t[GGML_TYPE_Q8_0].gemm_panel_bytes = panel_bytes_q8_0;
+  t[GGML_TYPE_Q8_0].gemm_tile = gemm_signed_tile<T_q8_0>;
+  t[GGML_TYPE_Q4_0].gemm_tile = gemm_signed_tile<T_q4_0>;
+  t[GGML_TYPE_Q5_0].gemm_tile = gemm_signed_tile<T_q5_0>;
+  t[GGML_TYPE_IQ4_NL].gemm_tile = gemm_signed_tile<T_iq4_nl>;
+}
