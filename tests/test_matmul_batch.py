@@ -10,7 +10,7 @@ from pyllm import _core as c
 from test_quants import HALF_FIELDS, LEVELS, bits, random_row
 
 TYPES = [QT.F32, QT.F16, QT.BF16] + [t for t in HALF_FIELDS if t not in (QT.IQ1_M,)] + [QT.IQ1_M]
-TILE_REQUIRED_AVX512 = {QT.Q8_0, QT.Q4_0, QT.Q5_0, QT.IQ4_NL}
+TILE_REQUIRED_AVX512 = {QT.Q8_0, QT.Q4_0, QT.Q5_0, QT.IQ4_NL, QT.Q4_1, QT.Q5_1}
 
 
 @pytest.fixture(autouse=True)

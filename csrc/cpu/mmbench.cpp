@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <random>
-#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -23,7 +22,7 @@ double bench_matmul(ggml_type type, const uint8_t* w, int64_t N, int64_t K, int 
   W.nb1 = row_size(type, K);
   W.nb2 = W.nb1 * N;
   W.data = w;
-  const int64_t ldy = N + (std::getenv("PYLLM_MMB_PAD") ? atoi(std::getenv("PYLLM_MMB_PAD")) : 0);
+  const int64_t ldy = N;
   std::vector<float> X((size_t)B * K), Y((size_t)B * ldy);  // [B][K] in, [B][ldy] out
   std::mt19937 rng(1234);
   std::normal_distribution<float> nd(0.f, 1.f);

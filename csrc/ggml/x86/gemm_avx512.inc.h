@@ -91,7 +91,93 @@ static void gemm_signed_tile(int K, const void* vw, size_t ldw, const void* pane
     for (int j = 0; j < 4; j++) C[j * ldc + i] = hsum8(acc[i][j]);
 }
 
+// Panel of Q8_1 activations (gemm_pack_q8_1): [nb][4][32] int8 y as they are, then [nb][4] float d and
+// [nb][4] float s. gemm_unsigned_tile: per pair, dot_unsigned_q8_1's 8 lanes (dpbusd of the unsigned
+// weights and y), its fma into the 8-lane accumulator, and its min term m * s as one scalar fma chain per
+// pair (here the 4 tokens' chains side by side in one xmm: the same per-lane operations).
+static size_t panel_bytes_q8_1(int64_t K) { return (size_t)(K / 32) * (kGemmCols * 32 + 2 * kGemmCols * sizeof(float)); }
+
+static void gemm_pack_q8_1(const void* acts, size_t row_bytes, int n, int64_t K, void* panel) {
+  const int nb = (int)(K / 32);
+  int8_t* pq = (int8_t*)panel;
+  float* pd = (float*)(pq + (size_t)nb * kGemmCols * 32);
+  float* ps = pd + (size_t)nb * kGemmCols;
+  for (int j = 0; j < kGemmCols; j++) {
+    const block_q8_1* y = j < n ? (const block_q8_1*)((const uint8_t*)acts + j * row_bytes) : nullptr;
+    for (int b = 0; b < nb; b++) {
+      int8_t* dst = pq + ((size_t)b * kGemmCols + j) * 32;
+      if (y) std::memcpy(dst, y[b].qs, 32); else std::memset(dst, 0, 32);
+      pd[b * kGemmCols + j] = y ? h2f(y[b].d) : 0.f;
+      ps[b * kGemmCols + j] = y ? h2f(y[b].s) : 0.f;
+    }
+  }
+}
+
+struct T_q4_1 {
+  typedef block_q4_1 B;
+  static inline __m256i load(const B& b) { return unpack_nibbles16(b.qs); }
+};
+struct T_q5_1 {
+  typedef block_q5_1 B;
+  static inline __m256i load(const B& b) {
+    uint32_t qh; std::memcpy(&qh, b.qh, 4);
+    const __m256i nib = unpack_nibbles16(b.qs);  // nibble + 16 where the fifth bit is set (= nibble | 16)
+    return _mm256_mask_add_epi8(nib, (__mmask32)qh, nib, _mm256_set1_epi8(16));
+  }
+};
+
+template <class W>
+static void gemm_unsigned_tile(int K, const void* vw, size_t ldw, const void* panel, float* C, size_t ldc) {
+  static_assert(kGemmRows == 4 && kGemmCols == 4, "the tile below is written for 4 x 4");
+  const int nb = K / 32;
+  const uint8_t* pq = (const uint8_t*)panel;
+  const float* pd = (const float*)(pq + (size_t)nb * kGemmCols * 32);
+  const float* ps = pd + (size_t)nb * kGemmCols;
+  const typename W::B* x[4];
+  for (int i = 0; i < 4; i++) x[i] = (const typename W::B*)((const uint8_t*)vw + i * ldw);
+  __m256 acc[4][4];
+  __m128 accm[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; i++) {
+    accm[i] = _mm_setzero_ps();
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) acc[i][j] = _mm256_setzero_ps();
+  }
+  alignas(16) float sc[4][4];
+  for (int b = 0; b < nb; b++) {
+    const __m128 dy = _mm_loadu_ps(pd + 4 * b), sy = _mm_loadu_ps(ps + 4 * b);
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+      _mm_store_ps(sc[i], _mm_mul_ps(_mm_set1_ps(h2f(x[i][b].d)), dy));
+      accm[i] = _mm_fmadd_ps(_mm_set1_ps(h2f(x[i][b].m)), sy, accm[i]);
+    }
+    const uint8_t* yb = pq + (size_t)b * 128;
+    const __m256i y0 = _mm256_loadu_si256((const __m256i*)yb), y1 = _mm256_loadu_si256((const __m256i*)(yb + 32));
+    const __m256i y2 = _mm256_loadu_si256((const __m256i*)(yb + 64)), y3 = _mm256_loadu_si256((const __m256i*)(yb + 96));
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+      const __m256i q = W::load(x[i][b]);
+      const __m256i z = _mm256_setzero_si256();
+      acc[i][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_dpbusd_epi32(z, q, y0)), _mm256_broadcast_ss(&sc[i][0]), acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_dpbusd_epi32(z, q, y1)), _mm256_broadcast_ss(&sc[i][1]), acc[i][1]);
+      acc[i][2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_dpbusd_epi32(z, q, y2)), _mm256_broadcast_ss(&sc[i][2]), acc[i][2]);
+      acc[i][3] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_dpbusd_epi32(z, q, y3)), _mm256_broadcast_ss(&sc[i][3]), acc[i][3]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; i++) {
+    alignas(16) float m[4];
+    _mm_store_ps(m, accm[i]);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) C[j * ldc + i] = hsum8(acc[i][j]) + m[j];
+  }
+}
+
 static void install_gemm_tiles(type_traits* t) {
+  t[GGML_TYPE_Q8_1].gemm_pack = gemm_pack_q8_1;
+  t[GGML_TYPE_Q8_1].gemm_panel_bytes = panel_bytes_q8_1;
+  t[GGML_TYPE_Q4_1].gemm_tile = gemm_unsigned_tile<T_q4_1>;
+  t[GGML_TYPE_Q5_1].gemm_tile = gemm_unsigned_tile<T_q5_1>;
   t[GGML_TYPE_Q8_0].gemm_pack = gemm_pack_q8_0;
   t[GGML_TYPE_Q8_0].gemm_panel_bytes = panel_bytes_q8_0;
   t[GGML_TYPE_Q8_0].gemm_tile = gemm_signed_tile<T_q8_0>;
