@@ -71,3 +71,21 @@ def test_matmul_binding_errors():
         c.matmul(int(QT.Q8_0), w, 5, np.zeros((2, 64), np.float32))
     with pytest.raises(ValueError):
         c.matmul(int(QT.Q8_0), w, 4, np.zeros((2, 48), np.float32))  # not a multiple of the block size
+
+
+@pytest.mark.parametrize("t", [QT.Q8_0, QT.Q8_1, QT.Q8_K], ids=lambda t: t.name)
+def test_activation_quantizers_equal_scalar(t):
+    """The SIMD activation quantizers give the scalar reference's bytes (zeros, ties, sign of the largest)."""
+    rng = np.random.default_rng(int(t))
+    n = 256 * 6
+    x = rng.standard_normal(n).astype(np.float32)
+    x[:256] = 0.0  # an all-zero block
+    x[256:512] = np.round(rng.standard_normal(256) * 4) / 2  # many exact halves after scaling
+    x[512] = -np.abs(x[512:768]).max() * 1.5  # the largest magnitude is negative ...
+    x[600] = -x[512]  # ... and appears again positive later: the first one decides
+    x[1024:1280] *= 1e-30  # tiny values
+    ref = {}
+    for lv in LEVELS:
+        c.set_simd_level(lv)
+        ref[lv] = (c.quantize(int(t), x, act=True).tobytes(), c.quantize(int(t), x).tobytes())
+    assert len({v for v in ref.values()}) == 1, {lv: [len(a) for a in v] for lv, v in ref.items()}

@@ -42,12 +42,13 @@ static nb::ndarray<nb::numpy, T, nb::ndim<1>> owned_array(std::vector<T>&& v) {
 }
 
 // Quantize a float row to type `vt` (needs its from_float).
-static std::vector<uint8_t> quantize_row(ggml_type vt, const float* x, int64_t n) {
+static std::vector<uint8_t> quantize_row(ggml_type vt, const float* x, int64_t n, bool act = false) {
   const type_traits& t = get_type_traits(vt);
-  if (!t.from_float) throw std::invalid_argument(std::string(t.name) + ": no quantizer");
+  const from_float_fn f = act ? t.from_float_act : t.from_float;
+  if (!f) throw std::invalid_argument(std::string(t.name) + ": no " + (act ? "activation " : "") + "quantizer");
   check_len(t, n);
   std::vector<uint8_t> out(row_size(vt, n));
-  t.from_float(x, out.data(), n);
+  f(x, out.data(), n);
   return out;
 }
 
@@ -70,17 +71,19 @@ void bind_quants(nb::module_& m) {
   }, nb::arg("type"), nb::arg("data"), nb::arg("n"),
   "Dequantize the first n elements of `data` (raw block bytes) to float32.");
 
-  m.def("quantize", [](int type, f32_in x) {
+  m.def("quantize", [](int type, f32_in x, bool act) {
     traits_for(type);
     const int64_t n = (int64_t)x.shape(0);
     std::vector<uint8_t> out;
     {
       std::unique_ptr<nb::gil_scoped_release> rel;
       if (n * 4 >= (int64_t)kReleaseGilBytes) rel.reset(new nb::gil_scoped_release);
-      out = quantize_row((ggml_type)type, x.data(), n);
+      out = quantize_row((ggml_type)type, x.data(), n, act);
     }
     return owned_array(std::move(out));
-  }, nb::arg("type"), nb::arg("x"), "Quantize a float32 row to `type` (reference quantizer); returns block bytes.");
+  }, nb::arg("type"), nb::arg("x"), nb::arg("act") = false,
+  "Quantize a float32 row to `type` (the table's quantizer at the current SIMD level; act=True: the "
+  "activation quantizer matmul uses); returns block bytes.");
 
   m.def("quantize_fast", [](int type, f32_in x) {
     const type_traits& t = traits_for(type);
