@@ -1,64 +1,70 @@
 // Prefill tiles at the AVX-512 level (included by quants_avx512.cpp, inside namespace x86_avx512).
 //
 // Panel of Q8_0 activations (gemm_pack_q8_0), kGemmCols = 4 tokens, nb = K / 32 blocks:
-//   [nb][4 tokens][32] uint8  y + 128 (so the weights can be the signed dpbusd operand)
+//   [nb][4 tokens][32] int8   y as it is
+//   [nb][4 tokens][8]  int32  -128 * (the sum of each 4-element lane of y)
 //   [nb][4 tokens]     float  the block scales, converted from fp16 once
-// gemm_signed_tile: 4 weight rows x 4 tokens. Per block, every (row, token) pair gets the same 8 int32
-// lanes as dot_signed_q8_0 (dpbusd of y + 128 and the signed weights, started from -128 * the lane's
-// weight sum: exact integers), then the same fma with the scale product dx * dy into its own 8-lane
-// accumulator, block after block, and the same hsum8: each pair's bits are vec_dot's.
-
-static size_t panel_bytes_q8_0(int64_t K) { return (size_t)(K / 32) * (kGemmCols * 32 + kGemmCols * sizeof(float)); }
+// gemm_signed_tile: 4 weight rows x 4 tokens. The weights enter dpbusd as unsigned w + 128 and the
+// accumulation starts from the token's -128 * lane sums, so every (row, token) pair gets exactly
+// dot_signed_q8_0's 8 int32 lanes (exact integers), then the same fma with the scale product dx * dy
+// into its own 8-lane accumulator, block after block, and the same hsum8: each pair's bits are vec_dot's.
+constexpr size_t kPanelQ8_0Block = kGemmCols * (32 + 8 * sizeof(int32_t) + sizeof(float));
+static size_t panel_bytes_q8_0(int64_t K) { return (size_t)(K / 32) * kPanelQ8_0Block; }
 
 static void gemm_pack_q8_0(const void* acts, size_t row_bytes, int n, int64_t K, void* panel) {
   const int nb = (int)(K / 32);
-  uint8_t* pq = (uint8_t*)panel;
-  float* pd = (float*)(pq + (size_t)nb * kGemmCols * 32);
-  const __m256i flip = _mm256_set1_epi8((char)0x80);
+  int8_t* pq = (int8_t*)panel;
+  int32_t* pc = (int32_t*)(pq + (size_t)nb * kGemmCols * 32);
+  float* pd = (float*)(pc + (size_t)nb * kGemmCols * 8);
+  const __m256i c128 = _mm256_set1_epi8((char)0x80);
   for (int j = 0; j < kGemmCols; j++) {
     const block_q8_0* y = j < n ? (const block_q8_0*)((const uint8_t*)acts + j * row_bytes) : nullptr;
     for (int b = 0; b < nb; b++) {
-      uint8_t* dst = pq + ((size_t)b * kGemmCols + j) * 32;
-      if (y) {
-        _mm256_storeu_si256((__m256i*)dst, _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)y[b].qs), flip));
-        pd[b * kGemmCols + j] = h2f(y[b].d);
-      } else {  // padding token: y + 128 = 128 and scale 0 give finite zeros that nobody stores
-        _mm256_storeu_si256((__m256i*)dst, flip);
-        pd[b * kGemmCols + j] = 0.f;
-      }
+      const size_t o = (size_t)b * kGemmCols + j;
+      const __m256i q = y ? _mm256_loadu_si256((const __m256i*)y[b].qs) : _mm256_setzero_si256();  // padding: zeros
+      _mm256_storeu_si256((__m256i*)(pq + o * 32), q);
+      const __m256i ls = _mm256_dpbusd_epi32(_mm256_setzero_si256(), c128, q);  // 128 * lane sums
+      _mm256_storeu_si256((__m256i*)(pc + o * 8), _mm256_sub_epi32(_mm256_setzero_si256(), ls));
+      pd[o] = y ? h2f(y[b].d) : 0.f;
     }
   }
 }
 
-// Weight loaders for the tiles: the same signed bytes as W_*::load, with AVX-512BW masks where they
-// save registers and uops (the tile keeps 16 accumulators live).
+// Weight loaders for the tiles: the signed bytes of W_*::load plus 128, as unsigned.
 struct T_q8_0 {
   typedef block_q8_0 B;
-  static inline __m256i load(const B& b) { return _mm256_loadu_si256((const __m256i*)b.qs); }
+  static inline __m256i load(const B& b) {
+    return _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)b.qs), _mm256_set1_epi8((char)0x80));
+  }
 };
-struct T_q4_0 {
+struct T_q4_0 {  // (nibble - 8) + 128
   typedef block_q4_0 B;
-  static inline __m256i load(const B& b) { return _mm256_sub_epi8(unpack_nibbles16(b.qs), _mm256_set1_epi8(8)); }
+  static inline __m256i load(const B& b) { return _mm256_add_epi8(unpack_nibbles16(b.qs), _mm256_set1_epi8(120)); }
 };
-struct T_q5_0 {  // nibble | (bit << 4) - 16 = nibble - 16 where the fifth bit is clear, the nibble where set
+struct T_q5_0 {  // (nibble | bit << 4) - 16 + 128 = nibble + 112, + 16 where the fifth bit is set
   typedef block_q5_0 B;
   static inline __m256i load(const B& b) {
     uint32_t qh; std::memcpy(&qh, b.qh, 4);
-    const __m256i nib = unpack_nibbles16(b.qs);
-    return _mm256_mask_sub_epi8(nib, (__mmask32)~qh, nib, _mm256_set1_epi8(16));
+    const __m256i v = _mm256_add_epi8(unpack_nibbles16(b.qs), _mm256_set1_epi8(112));
+    return _mm256_mask_add_epi8(v, (__mmask32)qh, v, _mm256_set1_epi8(16));
   }
 };
-struct T_iq4_nl {
+struct T_iq4_nl {  // the non-linear table shifted by 128
   typedef block_iq4_nl B;
-  static inline __m256i load(const B& b) { return W_iq4_nl::load(b); }
+  static inline __m256i load(const B& b) {
+    const __m256i tbl = _mm256_xor_si256(_mm256_broadcastsi128_si256(_mm_load_si128((const __m128i*)kvalues_iq4nl)),
+                                         _mm256_set1_epi8((char)0x80));
+    return _mm256_shuffle_epi8(tbl, unpack_nibbles16(b.qs));
+  }
 };
 
 template <class W>
 static void gemm_signed_tile(int K, const void* vw, size_t ldw, const void* panel, float* C, size_t ldc) {
   static_assert(kGemmRows == 4 && kGemmCols == 4, "the tile below is written for 4 x 4");
   const int nb = K / 32;
-  const uint8_t* pq = (const uint8_t*)panel;
-  const float* pd = (const float*)(pq + (size_t)nb * kGemmCols * 32);
+  const int8_t* pq = (const int8_t*)panel;
+  const int32_t* pc = (const int32_t*)(pq + (size_t)nb * kGemmCols * 32);
+  const float* pd = (const float*)(pc + (size_t)nb * kGemmCols * 8);
   const typename W::B* x[4];
   for (int i = 0; i < 4; i++) x[i] = (const typename W::B*)((const uint8_t*)vw + i * ldw);
   __m256 acc[4][4];
@@ -66,23 +72,21 @@ static void gemm_signed_tile(int K, const void* vw, size_t ldw, const void* pane
   for (int i = 0; i < 4; i++)
 #pragma GCC unroll 4
     for (int j = 0; j < 4; j++) acc[i][j] = _mm256_setzero_ps();
-  const __m256i c128 = _mm256_set1_epi8((char)0x80);
   alignas(16) float sc[4][4];  // dx_i * dy_j of this block: broadcast from memory (no registers held)
   for (int b = 0; b < nb; b++) {
     const __m128 dy = _mm_loadu_ps(pd + 4 * b);
 #pragma GCC unroll 4
     for (int i = 0; i < 4; i++) _mm_store_ps(sc[i], _mm_mul_ps(_mm_set1_ps(h2f(x[i][b].d)), dy));
-    const uint8_t* yb = pq + (size_t)b * 128;
-    const __m256i y0 = _mm256_loadu_si256((const __m256i*)yb), y1 = _mm256_loadu_si256((const __m256i*)(yb + 32));
-    const __m256i y2 = _mm256_loadu_si256((const __m256i*)(yb + 64)), y3 = _mm256_loadu_si256((const __m256i*)(yb + 96));
+    const __m256i* yb = (const __m256i*)(pq + (size_t)b * 128);
+    const __m256i* cb = (const __m256i*)(pc + (size_t)b * 32);
 #pragma GCC unroll 4
     for (int i = 0; i < 4; i++) {
-      const __m256i q = W::load(x[i][b]);
-      const __m256i nc = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), c128, q));
-      acc[i][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_dpbusd_epi32(nc, y0, q)), _mm256_broadcast_ss(&sc[i][0]), acc[i][0]);
-      acc[i][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_dpbusd_epi32(nc, y1, q)), _mm256_broadcast_ss(&sc[i][1]), acc[i][1]);
-      acc[i][2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_dpbusd_epi32(nc, y2, q)), _mm256_broadcast_ss(&sc[i][2]), acc[i][2]);
-      acc[i][3] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_dpbusd_epi32(nc, y3, q)), _mm256_broadcast_ss(&sc[i][3]), acc[i][3]);
+      const __m256i w = W::load(x[i][b]);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; j++) {
+        const __m256i p = _mm256_dpbusd_epi32(_mm256_loadu_si256(cb + j), w, _mm256_loadu_si256(yb + j));
+        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_broadcast_ss(&sc[i][j]), acc[i][j]);
+      }
     }
   }
 #pragma GCC unroll 4
