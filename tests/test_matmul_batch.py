@@ -40,15 +40,16 @@ def test_batch_rows_equal_single_rows(level, t):
     rng = np.random.default_rng(int(t) + 17)
     bk = c.type_traits(int(t))["blck_size"]
     k = max(bk, 32) * (7 if bk < 256 else 2)  # an odd block count where the block is small
-    n_rows = 22  # one full 16-row chunk + a 4-row tile + 2 rows short of a tile
-    w = weights(t, n_rows, k, rng)
     x = rng.standard_normal((37, k)).astype(np.float32)  # 9 full panels of 4 + 1 partial
     x[3] *= 1e-3
-    single = np.concatenate([c.matmul(int(t), w, n_rows, x[b:b + 1]) for b in range(len(x))])
-    for b in (8, 16, 19, 37):
-        for nt in (1, 2):
-            got = c.matmul(int(t), w, n_rows, x[:b], nt)
-            assert np.array_equal(bits(got), bits(single[:b])), f"{t.name}@{level} B={b} threads={nt}"
+    # 22 rows: tiles + 2 rows short of a tile in one chunk; 150: several chunks over 2 threads, a short last one
+    for n_rows in (22, 150):
+        w = weights(t, n_rows, k, rng)
+        single = np.concatenate([c.matmul(int(t), w, n_rows, x[b:b + 1]) for b in range(len(x))])
+        for b in (8, 16, 19, 37):
+            for nt in (1, 2):
+                got = c.matmul(int(t), w, n_rows, x[:b], nt)
+                assert np.array_equal(bits(got), bits(single[:b])), f"{t.name}@{level} N={n_rows} B={b} threads={nt}"
 
 
 def test_tile_results_are_the_dot_products():
