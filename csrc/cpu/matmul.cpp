@@ -1,6 +1,7 @@
 #include "cpu/matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -201,6 +202,17 @@ static void mm_rows_tiled(const Weight& W, const QuantActs& qa, const Panels& P,
   if (q1 < n1) mm_rows(W, qa, Y, ldy, q1, n1);  // the last rows short of a tile
 }
 
+// Chunks [0, n) over the pool's threads, taken from a shared counter: a thread that is descheduled or
+// slowed by its neighbour takes fewer chunks instead of holding up the op. Which thread computes a chunk
+// does not change its numbers.
+template <class F>
+static void for_chunks(ThreadPool& tp, int64_t n, const F& fn) {
+  std::atomic<int64_t> next{0};
+  tp.run([&](int, int) {
+    for (int64_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < n;) fn(c);
+  });
+}
+
 void matmul_q(ThreadPool& tp, const Weight& W, const QuantActs& qa, float* Y, int64_t ldy) {
   const int64_t N = W.ne[1];
   if (use_tiles(W, qa)) {
@@ -208,21 +220,14 @@ void matmul_q(ThreadPool& tp, const Weight& W, const QuantActs& qa, float* Y, in
     Panels& P = tl_panels;
     pack_panels(tp, qa, P);
     const int64_t ch = tile_chunk(W);
-    tp.run([&](int ith, int nth) {
-      const int64_t nch = (N + ch - 1) / ch;
-      for (int64_t c = ith; c < nch; c += nth) mm_rows_tiled(W, qa, P, Y, ldy, c * ch, std::min(N, (c + 1) * ch));
-    });
+    for_chunks(tp, (N + ch - 1) / ch, [&](int64_t c) { mm_rows_tiled(W, qa, P, Y, ldy, c * ch, std::min(N, (c + 1) * ch)); });
     return;
   }
   // tiny matrices (per-head norms, routers) are not worth a dispatch
   const int64_t work = N * W.ne[0] * qa.B;
   if (work < 262144 || tp.n_threads() == 1) { mm_rows(W, qa, Y, ldy, 0, N); return; }  // < ~20 us: not worth a dispatch
-  tp.run([&](int ith, int nth) {
-    // chunks of 16 rows (interleaved) keep threads balanced when N is small
-    const int64_t CH = 16;
-    const int64_t nch = (N + CH - 1) / CH;
-    for (int64_t c = ith; c < nch; c += nth) mm_rows(W, qa, Y, ldy, c * CH, std::min(N, (c + 1) * CH));
-  });
+  const int64_t CH = 16;  // small chunks keep threads balanced when N is small
+  for_chunks(tp, (N + CH - 1) / CH, [&](int64_t c) { mm_rows(W, qa, Y, ldy, c * CH, std::min(N, (c + 1) * CH)); });
 }
 
 void matmul_q_st(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy, int64_t n0, int64_t n1) {
