@@ -77,12 +77,36 @@ def logprob(p: float) -> float:
     return math.log(p) if p > 0 else float("-inf")
 
 
+def ngram_params(core, settings: Optional[dict]):
+    """The core's SpecNgramParams from a dict of its fields (pyllm.args.Params.spec_ngram(); the nested
+    simple / map_k / map_k4v take dicts of size_n, size_m, min_hits). Unknown names raise ValueError."""
+    ng = core.SpecNgramParams()
+    for k, v in (settings or {}).items():
+        if not hasattr(ng, k):
+            raise ValueError(f"unknown ngram setting {k!r}")
+        if isinstance(v, dict):
+            sub = getattr(ng, k)
+            for f, x in v.items():
+                if not hasattr(sub, f):
+                    raise ValueError(f"unknown ngram setting {k}.{f}")
+                setattr(sub, f, int(x))
+            setattr(ng, k, sub)
+        else:
+            setattr(ng, k, v)
+    return ng
+
+
+def uses_mtp(spec_type: str) -> bool:
+    """Whether a spec type list ("draft-mtp,ngram-mod") needs the file's MTP layer loaded."""
+    return "draft-mtp" in spec_type.split(",")
+
+
 class Generator:
     """A model and one core Context of n_seq sequences (the KV / recurrent memory, batched decoding, MTP)."""
 
     def __init__(self, model: Model, n_ctx: int = 0, n_seq: int = 1, n_batch: int = 2048, n_ubatch: int = 512,
                  n_threads: int = 0, spec_type: str = "none", n_max: int = 3, n_min: int = 0, p_min: float = 0.0,
-                 synth_len: float = -1.0, synth_rates=()):
+                 synth_len: float = -1.0, synth_rates=(), ngram: Optional[dict] = None):
         self.model = model
         self.n_ctx = n_ctx if n_ctx > 0 else (model.n_ctx_train or 4096)  # 0: the model's training context
         self.n_threads = n_threads if n_threads > 0 else default_threads()
@@ -91,7 +115,8 @@ class Generator:
         self.ctx = model.core.Context(model._m, self.n_ctx, n_seq, n_batch=n_batch, n_ubatch=n_ubatch,
                                       n_threads=self.n_threads, spec_type=spec_type, n_max=n_max, n_min=n_min,
                                       p_min=p_min, synth_len=float(synth_len),
-                                      synth_rates=[float(x) for x in synth_rates])
+                                      synth_rates=[float(x) for x in synth_rates],
+                                      ngram=ngram_params(model.core, ngram))
         self.n_seq = n_seq
         self.n_ctx_seq = int(getattr(self.ctx, "n_ctx_seq", self.n_ctx // n_seq))
         self.held = [[] for _ in range(n_seq)]   # the tokens each sequence's memory holds (prompt + generated)
@@ -103,7 +128,7 @@ class Generator:
         return cls(model, p.n_ctx, n_seq, n_batch=p.n_batch, n_ubatch=p.n_ubatch, n_threads=p.n_threads,
                    spec_type=p.spec_type if p.speculative else "none", n_max=p.spec_draft_n_max,
                    n_min=p.spec_draft_n_min, p_min=p.spec_draft_p_min, synth_len=p.spec_synth_len,
-                   synth_rates=p.spec_synth_rates)
+                   synth_rates=p.spec_synth_rates, ngram=p.spec_ngram())
 
     # ---------------------------------------------------------------- sequences
     def begin(self, seq: int, req: Request) -> int:

@@ -84,12 +84,12 @@ def main(argv=None) -> int:
     if note:
         print(note, file=sys.stderr)
 
-    from ..generation import Generator, Request
+    from ..generation import Generator, Request, uses_mtp
     from ..model import Model
 
     spec = p.spec_type if p.speculative else "none"
     try:
-        model = Model(p.model, load_mtp=(spec == "draft-mtp"))
+        model = Model(p.model, load_mtp=uses_mtp(spec))
     except (ValueError, OSError, RuntimeError) as e:
         return _err(f"error: failed to load model '{p.model}': {e}")
 

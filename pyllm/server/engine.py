@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..args import Params
-from ..generation import Event, Generator, Request
+from ..generation import Event, Generator, Request, uses_mtp
 from ..log import log
 from ..model import Model
 from .metrics import Metrics
@@ -81,7 +81,7 @@ class Engine:
     def load(self):
         p = self.params
         self.spec = p.spec_type if p.speculative else "none"
-        self.model = Model(p.model, load_mtp=(self.spec == "draft-mtp"), core=self.core)
+        self.model = Model(p.model, load_mtp=uses_mtp(self.spec), core=self.core)
         self.gen = Generator.from_params(self.model, p, self.n_slots)
         self.n_ctx = self.gen.n_ctx
         self.n_ctx_slot = self.gen.n_ctx_seq
