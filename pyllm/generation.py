@@ -241,6 +241,19 @@ class Generator:
         except Exception:
             return ""
 
+    @property
+    def per_drafter(self) -> bool:
+        """Whether statistics per drafter are reported (timings, log, /metrics): some drafter other than draft-mtp
+        is configured (with draft-mtp alone the totals are its statistics, in llama-server's exact shapes)."""
+        return self.spec != "none" and self.spec != "draft-mtp"
+
+    def drafter_lines(self, seq: int) -> list:
+        """llama.cpp's `statistics <type>: ...` line per drafter for the sequence's last request."""
+        try:
+            return list(self.ctx.drafter_lines(seq))
+        except Exception:
+            return []
+
     # ---------------------------------------------------------------- per sequence
     def _on_result(self, seq: int, run: _Seq, r: dict, events: list):
         req = run.req
@@ -306,6 +319,7 @@ class Generator:
             "stop_type": run.stop_type, "stopping_word": run.stream.stopping_word,
             "has_new_line": run.has_new_line or "\n" in run.stream.text, "truncated": run.truncated,
             "timings": self._timings(run, st), "stats": st, "acceptance_line": line,
+            "drafter_lines": self.drafter_lines(seq) if self.per_drafter else [],
             "n_held": len(self.held[seq]),
             "probs_tail": [] if run.stop_type == "word" else list(run.probs_pending),
         }
@@ -334,4 +348,7 @@ class Generator:
         if n_draft > 0 or (self.spec != "none" and int(st.get("n_verif_steps", 0) or 0) > 0):
             t["draft_n"] = n_draft
             t["draft_n_accepted"] = int(st.get("n_draft_accepted", 0) or 0)
+            if self.per_drafter:  # pyllm's addition: which drafter made how many of them
+                t["drafters"] = {d["type"]: {"draft_n": int(d["n_draft"]), "draft_n_accepted": int(d["n_draft_accepted"]),
+                                             "drafts": int(d["n_drafts"])} for d in st.get("drafters") or []}
         return t
