@@ -304,3 +304,27 @@ def test_server_metrics_and_log(servers):
     assert re.search(r'llamacpp:spec_decode_num_accepted_tokens_per_type_total\{type="draft-mtp"\} \d+', m)
     log = spec.output()
     assert "draft acceptance = " in log and re.search(r"statistics +ngram-mod: #gen drafts", log)
+
+
+# ------------------------------------------------------------------------------------------------ other entry points
+
+@pytest.mark.parametrize("key", ["smollm2", "gemma3"])
+def test_lossless_attention_only_models(key):
+    """Models without recurrent layers (KV rollback only): the ngram drafters are lossless there too."""
+    m = get_model(key)
+    ids = m.tokenize(REPEAT, True, True)
+    want = generate(m, ids, greedy_params(32), n_ctx=1024)["tokens"]
+    c = new_context(m, 1024, spec_type="ngram-simple,ngram-mod,ngram-cache", ngram=small())
+    r = run_seqs(c, m, {0: (ids, greedy_params(32))})[0]
+    assert r["tokens"] == want
+
+
+def test_llama_api():
+    from pyllm import Llama
+    plain_out = Llama(model_path=TINY, n_ctx=1024, verbose=False)(REPEAT, max_tokens=24, temperature=0.0)
+    llm = Llama(model_path=TINY, n_ctx=1024, verbose=False, spec_type="draft-mtp,ngram-mod",
+                spec_ngram={"mod_n_match": 4, "mod_n_min": 2, "simple": {"size_n": 3}})
+    out = llm(REPEAT, max_tokens=24, temperature=0.0)
+    assert out["choices"][0]["text"] == plain_out["choices"][0]["text"]
+    with pytest.raises(ValueError, match="unknown ngram setting"):
+        Llama(model_path=TINY, verbose=False, spec_type="ngram-mod", spec_ngram={"bogus": 1})
