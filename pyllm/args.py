@@ -136,6 +136,7 @@ class Params:
     spec_draft_type_k: str = "f16"
     spec_draft_type_v: str = "f16"
     spec_draft_model: str = ""
+    spec_draft_threads: int = -1  # draft-simple's threads (-td); -1: as --threads
     spec_draft_backend_sampling: bool = True
     spec_synth_len: float = -1.0
     spec_synth_rates: list = field(default_factory=list)
@@ -330,7 +331,9 @@ def _check_spec(p: Params):
     It is run as if drafting were on: which types pyllm supports is check_supported's concern."""
     from ._native import core
     from .generation import ngram_params
-    types = [t for t in p.spec_type.split(",") if t in SUPPORTED_SPEC_TYPES and t != "none"] or ["draft-mtp"]
+    # draft-simple's model is checked when it loads (check_supported, the core)
+    types = [t for t in p.spec_type.split(",") if t in SUPPORTED_SPEC_TYPES and t not in ("none", "draft-simple")]
+    types = types or ["draft-mtp"]
     try:
         core.check_spec_params(",".join(types), p.spec_draft_n_max, p.spec_draft_n_min, p.spec_draft_p_min,
                                float(p.spec_synth_len), [float(r) for r in p.spec_synth_rates],
@@ -381,9 +384,14 @@ def check_supported(p: Params):
                            f"(supported: {', '.join(SUPPORTED_SPEC_TYPES)})")
     if p.static_path and not os.path.isdir(p.static_path):
         raise ArgError(f"error: --path '{p.static_path}' is not a directory")
-    if p.spec_draft_model:
-        raise ArgError("error: separate draft models (--spec-draft-model) are not supported by pyllm; "
-                       "use --spec-type draft-mtp")
+    types = p.spec_type.split(",")
+    if p.spec_draft_model and "draft-simple" not in types:
+        raise ArgError("error: --spec-draft-model needs --spec-type draft-simple (pyllm's draft-mtp uses the target's "
+                       "own MTP layer, not one from a separate file)")
+    if "draft-simple" in types and not p.spec_draft_model:
+        raise ArgError("error: --spec-type draft-simple needs a draft model (--spec-draft-model FILE)")
+    if p.spec_draft_model and not os.path.isfile(p.spec_draft_model):
+        raise ArgError(f"error: --spec-draft-model: failed to open '{p.spec_draft_model}'")
     for path, flag in ((p.lookup_cache_static, "--lookup-cache-static"), (p.lookup_cache_dynamic, "--lookup-cache-dynamic")):
         if path and not os.path.isfile(path):
             raise ArgError(f"error: {flag}: failed to open lookup cache '{path}'")

@@ -17,7 +17,8 @@ SPEC_TYPES = (
     "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache",
 )
 # what pyllm implements (the core's csrc/speculative/spec_params.cpp holds the same list, in priority order)
-SUPPORTED_SPEC_TYPES = ("none", "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache", "draft-mtp")
+SUPPORTED_SPEC_TYPES = ("none", "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache", "draft-simple",
+                        "draft-mtp")
 CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 
 
@@ -370,7 +371,7 @@ OPTIONS: list = [
         neg=("--no-spec-draft-backend-sampling",)),
     Opt(("--spec-synth-len",), "custom", env="LLAMA_ARG_SPEC_SYNTH_LEN", fn=_synth_len, tools=GS + B),
     Opt(("--spec-synth-rates",), "custom", env="LLAMA_ARG_SPEC_SYNTH_RATES", fn=_synth_rates, tools=GS + B),
-    Opt(("--spec-draft-threads", "-td", "--threads-draft"), "ignore"),
+    Opt(("--spec-draft-threads", "-td", "--threads-draft"), "int", "spec_draft_threads"),
     Opt(("--spec-draft-threads-batch", "-tbd", "--threads-batch-draft"), "ignore"),
     Opt(("--spec-draft-cpu-mask", "-Cd", "--cpu-mask-draft"), "ignore"),
     Opt(("--spec-draft-cpu-range", "-Crd", "--cpu-range-draft"), "ignore"),

@@ -106,7 +106,8 @@ class Generator:
 
     def __init__(self, model: Model, n_ctx: int = 0, n_seq: int = 1, n_batch: int = 2048, n_ubatch: int = 512,
                  n_threads: int = 0, spec_type: str = "none", n_max: int = 3, n_min: int = 0, p_min: float = 0.0,
-                 synth_len: float = -1.0, synth_rates=(), ngram: Optional[dict] = None):
+                 synth_len: float = -1.0, synth_rates=(), ngram: Optional[dict] = None,
+                 draft_model: Optional[Model] = None, draft_threads: int = 0):
         self.model = model
         self.n_ctx = n_ctx if n_ctx > 0 else (model.n_ctx_train or 4096)  # 0: the model's training context
         self.n_threads = n_threads if n_threads > 0 else default_threads()
@@ -116,7 +117,10 @@ class Generator:
                                       n_threads=self.n_threads, spec_type=spec_type, n_max=n_max, n_min=n_min,
                                       p_min=p_min, synth_len=float(synth_len),
                                       synth_rates=[float(x) for x in synth_rates],
-                                      ngram=ngram_params(model.core, ngram))
+                                      ngram=ngram_params(model.core, ngram),
+                                      draft_model=draft_model._m if draft_model is not None else None,
+                                      draft_threads=draft_threads if draft_threads > 0 else self.n_threads)
+        self.draft_model = draft_model  # draft-simple's model (-md), kept alive with the context
         self.n_seq = n_seq
         self.n_ctx_seq = int(getattr(self.ctx, "n_ctx_seq", self.n_ctx // n_seq))
         self.held = [[] for _ in range(n_seq)]   # the tokens each sequence's memory holds (prompt + generated)
@@ -124,11 +128,16 @@ class Generator:
 
     @classmethod
     def from_params(cls, model: Model, p, n_seq: int) -> "Generator":
-        """The Generator for parsed llama.cpp flags (pyllm.args.Params): the one place flags become core params."""
+        """The Generator for parsed llama.cpp flags (pyllm.args.Params): the one place flags become core params
+        (it loads draft-simple's --spec-draft-model)."""
+        draft = None
+        if p.speculative and "draft-simple" in p.spec_type.split(",") and p.spec_draft_model:
+            draft = Model(p.spec_draft_model, core=model.core)
         return cls(model, p.n_ctx, n_seq, n_batch=p.n_batch, n_ubatch=p.n_ubatch, n_threads=p.n_threads,
                    spec_type=p.spec_type if p.speculative else "none", n_max=p.spec_draft_n_max,
                    n_min=p.spec_draft_n_min, p_min=p.spec_draft_p_min, synth_len=p.spec_synth_len,
-                   synth_rates=p.spec_synth_rates, ngram=p.spec_ngram())
+                   synth_rates=p.spec_synth_rates, ngram=p.spec_ngram(), draft_model=draft,
+                   draft_threads=p.spec_draft_threads)
 
     # ---------------------------------------------------------------- sequences
     def begin(self, seq: int, req: Request) -> int:

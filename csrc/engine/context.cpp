@@ -23,7 +23,7 @@ Context::Context(const Model& model, int n_ctx, int n_seq, int n_batch, int n_ub
   synth_probs_ = check_spec_params(spec_);
   if (spec_.mtp()) drafter_ = std::make_unique<MtpDrafter>(model, tp_, n_seq, n_ctx_seq_, spec_);
   if (spec_.enabled()) {
-    chain_ = std::make_unique<DraftChain>(spec_, drafter_.get(), n_seq, model.n_vocab);
+    chain_ = std::make_unique<DraftChain>(spec_, drafter_.get(), model, n_seq, n_ctx_seq_);
     n_draft_max_ = chain_->n_max();
     for (const std::string& nm : chain_->names()) gstats_.drafters.push_back({nm, 0, 0, 0, 0, std::vector<int64_t>(n_draft_max_, 0), 0});
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "speculative/draft_model.h"
 #include "speculative/ngram_cache.h"
 #include "speculative/ngram_map.h"
 #include "speculative/ngram_mod.h"
@@ -39,7 +40,7 @@ class MtpStage : public Drafter {
 };
 }  // namespace
 
-DraftChain::DraftChain(const SpecParams& spec, MtpDrafter* mtp, int n_seq, int64_t n_vocab) {
+DraftChain::DraftChain(const SpecParams& spec, MtpDrafter* mtp, const Model& target, int n_seq, int n_ctx_seq) {
   for (const std::string& t : spec_types_supported()) {
     if (!spec.has(t)) continue;
     const NgramParams& g = spec.ngram;
@@ -47,7 +48,8 @@ DraftChain::DraftChain(const SpecParams& spec, MtpDrafter* mtp, int n_seq, int64
     else if (t == "ngram-map-k") drafters_.push_back(std::make_unique<NgramMap>(g.map_k, false, n_seq));
     else if (t == "ngram-map-k4v") drafters_.push_back(std::make_unique<NgramMap>(g.map_k4v, true, n_seq));
     else if (t == "ngram-mod") { if (g.mod_n_max > 0) drafters_.push_back(std::make_unique<NgramMod>(g, n_seq)); }
-    else if (t == "ngram-cache") drafters_.push_back(std::make_unique<NgramCache>(g, n_seq, n_vocab));
+    else if (t == "ngram-cache") drafters_.push_back(std::make_unique<NgramCache>(g, n_seq, target.n_vocab));
+    else if (t == "draft-simple") { if (spec.n_max > 0) drafters_.push_back(std::make_unique<DraftModel>(target, *spec.draft_model, n_seq, n_ctx_seq, spec)); }
     else if (t == "draft-mtp") { if (mtp) drafters_.push_back(std::make_unique<MtpStage>(*mtp, spec.n_max)); }
   }
   for (auto& d : drafters_) {

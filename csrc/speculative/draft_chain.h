@@ -1,6 +1,6 @@
 // The drafters of one Context in llama.cpp's priority order (common_speculative_init /
 // common_speculative_draft): ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod, ngram-cache, then
-// draft-mtp. Each step every generating sequence is offered to the drafters in that order; the
+// draft-simple (-md), draft-mtp. Each step every generating sequence is offered to the drafters in that order; the
 // first one that returns a non-empty draft wins the sequence for this step (later ones are not
 // asked), and the draft is cut to the sequence's room. So with --spec-type draft-mtp,ngram-mod a
 // step uses ngram-mod's draft whenever the history repeats (it costs no model, is often long and
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "speculative/drafter.h"
+#include "model/model.h"
 #include "speculative/mtp_drafter.h"
 #include "speculative/spec_params.h"
 
@@ -33,8 +34,8 @@ struct DrafterStats {
 class DraftChain {
  public:
   // mtp: the MTP drafter when draft-mtp is on (not owned), else null. Throws std::invalid_argument
-  // for a bad lookup cache file.
-  DraftChain(const SpecParams& spec, MtpDrafter* mtp, int n_seq, int64_t n_vocab);
+  // for a bad lookup cache file or a draft model whose vocabulary differs from the target's.
+  DraftChain(const SpecParams& spec, MtpDrafter* mtp, const Model& target, int n_seq, int n_ctx_seq);
 
   int n_max() const { return n_max_; }  // the longest draft of any drafter
   const std::vector<std::string>& names() const { return names_; }

@@ -9,7 +9,7 @@ namespace pyllm {
 
 const std::vector<std::string>& spec_types_supported() {
   // llama.cpp's order (common_speculative_init): the ngram family first, then the draft models
-  static const std::vector<std::string> t = {"ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache", "draft-mtp"};
+  static const std::vector<std::string> t = {"ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache", "draft-simple", "draft-mtp"};
   return t;
 }
 
@@ -32,7 +32,7 @@ bool SpecParams::has(const std::string& t) const {
 int SpecParams::n_max_all() const {
   int m = 0;
   for (const std::string& t : types()) {
-    if (t == "draft-mtp") m = std::max(m, n_max);
+    if (t == "draft-mtp" || t == "draft-simple") m = std::max(m, n_max);
     else if (t == "ngram-simple") m = std::max(m, ngram.simple.size_m);
     else if (t == "ngram-map-k") m = std::max(m, ngram.map_k.size_m);
     else if (t == "ngram-map-k4v") m = std::max(m, ngram.map_k4v.size_m);
@@ -101,6 +101,11 @@ std::vector<double> check_spec_params(const SpecParams& p) {
   const auto& ok = spec_types_supported();
   for (const std::string& t : p.types())
     if (std::find(ok.begin(), ok.end(), t) == ok.end()) throw std::invalid_argument("speculative type '" + t + "' is not supported by pyllm");
+  if (p.has("draft-simple") && !p.draft_model)
+    throw std::invalid_argument("--spec-type draft-simple needs a draft model (--spec-draft-model FILE)");
+  if (p.draft_model && !p.has("draft-simple"))
+    throw std::invalid_argument("--spec-draft-model needs --spec-type draft-simple (pyllm's draft-mtp uses the target's own MTP layer)");
+  if (p.draft_threads < 0) throw std::invalid_argument("--spec-draft-threads must be >= 0, got " + std::to_string(p.draft_threads));
   if (p.n_max < 0) throw std::invalid_argument("--spec-draft-n-max must be >= 0, got " + std::to_string(p.n_max));
   if (p.n_min < 0) throw std::invalid_argument("--spec-draft-n-min must be >= 0, got " + std::to_string(p.n_min));
   if (!std::isfinite(p.p_min) || p.p_min < 0.0f || p.p_min > 1.0f)

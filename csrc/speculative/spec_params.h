@@ -7,6 +7,8 @@
 
 namespace pyllm {
 
+class Model;
+
 // The ngram drafters' settings, with llama.cpp's defaults (common/common.h).
 struct NgramParams {
   struct Map { int size_n = 12, size_m = 48, min_hits = 1; };  // key n-gram, drafted m-gram, hits needed
@@ -22,6 +24,8 @@ struct SpecParams {
   int n_max = 3, n_min = 0;   // draft-model length bounds (a draft shorter than n_min is dropped)
   float p_min = 0.0f;         // stop drafting below this top-1 probability (softmax of the top-10 logits)
   NgramParams ngram;
+  const Model* draft_model = nullptr;  // draft-simple: -md FILE (not owned), same vocabulary as the target
+  int draft_threads = 0;               // its threads (-td; 0: one)
   double synth_len = -1.0;    // synthetic acceptance: target mean length (-1: unset, upstream's sentinel)
   std::vector<double> synth_rates;  // ... or per-position unconditional acceptance rates
 

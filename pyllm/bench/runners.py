@@ -28,10 +28,11 @@ class InProcess:
 
     def __init__(self, model_path: str, n_threads: int, spec_type: str, n_ctx: int = 0, n_batch: int = 2048,
                  n_ubatch: int = 512, n_min: int = 0, p_min: float = 0.0, name: str = "pyllm",
-                 ngram: Optional[dict] = None):
+                 ngram: Optional[dict] = None, draft_path: str = "", draft_threads: int = 0):
         from ..generation import uses_mtp
         from ..model import Model
         self.ngram = ngram
+        self.draft, self.draft_threads = None, draft_threads
         self.name = name
         self.spec_type = spec_type
         self.n_threads = n_threads
@@ -39,6 +40,8 @@ class InProcess:
         self.n_batch, self.n_ubatch, self.n_min, self.p_min = n_batch, n_ubatch, n_min, p_min
         try:
             self.model = Model(model_path, load_mtp=uses_mtp(spec_type))
+            if draft_path and "draft-simple" in spec_type.split(","):
+                self.draft = Model(draft_path)
         except (ValueError, OSError, RuntimeError) as e:
             raise BenchError(f"error: failed to load model '{model_path}': {e}")
         self.gen = None
@@ -67,7 +70,8 @@ class InProcess:
             self.gen = Generator(self.model, self.n_ctx, 1, n_batch=self.n_batch, n_ubatch=self.n_ubatch,
                                  n_threads=self.n_threads, spec_type=spec, n_max=max(n_max, 1), n_min=self.n_min,
                                  p_min=self.p_min, synth_len=synth_len if n_max > 0 else -1.0,
-                                 synth_rates=list(synth_rates) if n_max > 0 else [], ngram=self.ngram)
+                                 synth_rates=list(synth_rates) if n_max > 0 else [], ngram=self.ngram,
+                                 draft_model=self.draft if n_max > 0 else None, draft_threads=self.draft_threads)
         except (ValueError, RuntimeError) as e:
             raise BenchError(f"error: failed to create a context (n_max={n_max}): {e}")
         self.gen_key = key

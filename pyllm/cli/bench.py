@@ -287,7 +287,8 @@ def run_bench(argv: list) -> int:
             except ArgError as e:
                 raise BenchError(str(e).strip())
             eng = InProcess(p.model, threads, spec_type, n_ctx=0, n_batch=p.n_batch, n_ubatch=p.n_ubatch,
-                            n_min=p.spec_draft_n_min, p_min=p.spec_draft_p_min, name="pyllm", ngram=p.spec_ngram())
+                            n_min=p.spec_draft_n_min, p_min=p.spec_draft_p_min, name="pyllm", ngram=p.spec_ngram(),
+                            draft_path=p.spec_draft_model, draft_threads=max(0, p.spec_draft_threads))
             if n_values and uses_mtp(spec_type) and not eng.file_has_mtp:
                 raise BenchError(f"error: {p.model} has no MTP layers: --spec-type draft-mtp needs a model with "
                                  f"nextn/MTP layers (use --spec-draft-n-max 0 for the baseline only)")
