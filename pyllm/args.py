@@ -184,9 +184,11 @@ class Params:
 
     @property
     def speculative(self) -> bool:
-        """Whether any drafter drafts: an ngram type, or draft-mtp with --spec-draft-n-max > 0."""
+        """Whether any drafter drafts: an ngram type, or a draft model (draft-mtp, draft-simple) with
+        --spec-draft-n-max > 0."""
         types = [] if self.spec_type == "none" else self.spec_type.split(",")
-        return any(t != "draft-mtp" for t in types) or ("draft-mtp" in types and self.spec_draft_n_max > 0)
+        models = ("draft-mtp", "draft-simple")
+        return any(t not in models for t in types) or (any(t in models for t in types) and self.spec_draft_n_max > 0)
 
     def spec_ngram(self) -> dict:
         """The ngram drafters' settings (--spec-ngram-*, -lcs/-lcd) in the core's SpecNgramParams layout."""

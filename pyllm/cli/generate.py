@@ -148,6 +148,8 @@ def main(argv=None) -> int:
           f"| total: {t_total:.3f} s", file=sys.stderr)
     if spec != "none":
         print(fin["acceptance_line"] if fin is not None else gen.acceptance_line(0), file=sys.stderr)
+        for line in (fin or {}).get("drafter_lines") or []:  # per drafter, with several (or an ngram one)
+            print(line, file=sys.stderr)
     return 0
 
 
