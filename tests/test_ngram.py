@@ -328,3 +328,32 @@ def test_llama_api():
     assert out["choices"][0]["text"] == plain_out["choices"][0]["text"]
     with pytest.raises(ValueError, match="unknown ngram setting"):
         Llama(model_path=TINY, verbose=False, spec_type="ngram-mod", spec_ngram={"bogus": 1})
+
+
+# ------------------------------------------------------------------------------------------------ long drafts
+
+@pytest.mark.parametrize("sampled", [False, True], ids=["greedy", "seeded"])
+def test_drafts_longer_than_the_planes_replay(trained, sampled):
+    """With fewer recurrent planes than a draft has rows, a partly accepted long draft is rolled back through the
+    checkpoint and a replay of the kept rows: still the plain output, on one and on several sequences."""
+    prompts = [trained.tokenize(REPEAT * 2, True, True), trained.tokenize(CODE * 3, True, True)]
+    jobs = {i: (p, dict(SAMPLED, seed=5 + i, n_predict=64) if sampled else greedy_params(64))
+            for i, p in enumerate(prompts)}
+    replayed = 0
+    for spec in ("ngram-simple", "ngram-mod", "draft-mtp,ngram-mod", "ngram-map-k4v,ngram-cache"):
+        c = new_context(trained, 2 * 2048, n_seq=2, spec_type=spec, n_max=3, ngram=small(), max_planes=3)
+        assert c.n_planes == (4 if "draft-mtp" in spec else 3)  # never fewer than MTP's n_max + 1
+        res = run_seqs(c, trained, jobs)
+        for i, (p, params) in jobs.items():
+            assert res[i]["tokens"] == plain(trained, p, params, ("long", i, sampled)), (spec, i)
+        replayed += c.global_stats()["n_replay_rows"]
+    assert replayed > 0
+
+
+def test_planes_auto(trained):
+    """The tiny model's recurrent state is small: every row of ngram-mod's 64-token drafts gets a plane; MTP alone
+    keeps n_max + 1 planes."""
+    assert new_context(trained, 512, spec_type="ngram-mod").n_planes == 65
+    assert new_context(trained, 512, spec_type="draft-mtp", n_max=3).n_planes == 4
+    assert new_context(trained, 512, spec_type="draft-mtp", n_max=3, max_planes=2).n_planes == 4
+    assert new_context(trained, 512).n_planes == 1

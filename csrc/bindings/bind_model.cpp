@@ -159,18 +159,20 @@ void bind_model(nb::module_& m) {
   nb::class_<Context>(m, "Context")
       .def("__init__", [](Context* self, PyModel& model, int n_ctx, int n_seq, int n_batch, int n_ubatch, int n_threads,
                           const std::string& spec_type, int n_max, int n_min, float p_min, double synth_len, std::vector<double> synth_rates,
-                          const NgramParams& ngram, const PyModel* draft_model, int draft_threads) {
+                          const NgramParams& ngram, const PyModel* draft_model, int draft_threads, int max_planes) {
         SpecParams sp;
         sp.type = spec_type; sp.n_max = n_max; sp.n_min = n_min; sp.p_min = p_min;
         sp.synth_len = synth_len; sp.synth_rates = std::move(synth_rates); sp.ngram = ngram;
         sp.draft_model = draft_model ? draft_model->m.get() : nullptr; sp.draft_threads = draft_threads;
+        sp.max_planes = max_planes;
         nb::gil_scoped_release rel;
         new (self) Context(*model.m, n_ctx, n_seq, n_batch, n_ubatch, n_threads, sp);
       }, nb::arg("model"), nb::arg("n_ctx"), nb::arg("n_seq") = 1, nb::arg("n_batch") = 2048, nb::arg("n_ubatch") = 512,
          nb::arg("n_threads") = 2, nb::arg("spec_type") = "none", nb::arg("n_max") = 3, nb::arg("n_min") = 0,
          nb::arg("p_min") = 0.0f, nb::arg("synth_len") = -1.0, nb::arg("synth_rates") = std::vector<double>{},
          nb::arg("ngram") = NgramParams{}, nb::arg("draft_model").none() = nb::none(), nb::arg("draft_threads") = 0,
-         nb::keep_alive<1, 2>(), nb::keep_alive<1, 15>())
+         nb::arg("max_planes") = 0, nb::keep_alive<1, 2>(), nb::keep_alive<1, 15>())
+      .def_prop_ro("n_planes", &Context::n_planes)
       .def_prop_ro("drafters", &Context::drafter_names)
       .def_prop_ro("n_draft_max", &Context::n_draft_max)
       .def("drafter_lines", &Context::drafter_lines)
@@ -234,6 +236,7 @@ void bind_model(nb::module_& m) {
         d["n_accepted_per_pos"] = g.n_accepted_per_pos;
         d["n_mtp_rows"] = g.n_mtp_rows;
         d["drafters"] = drafters_list(g.drafters);
+        d["n_replay_rows"] = g.n_replay_rows;
         return d;
       })
       .def_prop_ro("memory_bytes", &Context::memory_bytes)

@@ -27,13 +27,14 @@ Context::Context(const Model& model, int n_ctx, int n_seq, int n_batch, int n_ub
     n_draft_max_ = chain_->n_max();
     for (const std::string& nm : chain_->names()) gstats_.drafters.push_back({nm, 0, 0, 0, 0, std::vector<int64_t>(n_draft_max_, 0), 0});
   }
-  // verification of [last, d1..dn] needs n+1 recurrent planes for the longest draft n of any
-  // drafter (so any accepted prefix is a plane switch); the batch must fit one ubatch
-  const int n_planes = n_draft_max_ > 0 ? n_draft_max_ + 1 : 1;
+  // verification of [last, d1..dn] keeps a recurrent plane per row, n+1 for the longest draft n
+  // (any accepted prefix is a plane switch) as memory allows (longer drafts: checkpoint + replay)
+  n_planes_ = n_draft_max_ > 0 ? verify_planes(model, spec_, n_draft_max_) : 1;
   if (n_draft_max_ > 0) n_ubatch_ = std::max(n_ubatch_, n_draft_max_ + 1);
+  ckpt_.resize(n_planes_ <= n_draft_max_ ? n_seq : 0);
   if (!synth_probs_.empty())
     std::fprintf(stderr, "synthetic speculative acceptance is enabled for benchmarking; generated output is not valid\n");
-  mem_ = model.create_memory(n_seq, n_ctx_seq_, n_planes);
+  mem_ = model.create_memory(n_seq, n_ctx_seq_, n_planes_);
   seqs_.resize(n_seq);
 }
 
@@ -307,7 +308,12 @@ void Context::generate_step(std::vector<StepOutput>& outs) {
     batch_.add(seqs_[gen[g]].last, mem_->seq_pos(gen[g]), gen[g]);
     for (int32_t t : drafts[g]) batch_.add(t, batch_.pos.back() + 1, gen[g]);
   }
+  // a draft the planes cannot hold row by row: keep the state before it, for a replay
+  if (!ckpt_.empty())
+    for (size_t g = 0; g < gen.size(); g++)
+      if ((int)drafts[g].size() >= n_planes_) ckpt_[gen[g]].save(*mem_, gen[g]);
   verify(batch_);
+  Batch replay;
   std::vector<MtpDrafter::Run> kept;
   for (size_t g = 0; g < gen.size(); g++) {
     Seq& s = seqs_[gen[g]];
@@ -318,10 +324,19 @@ void Context::generate_step(std::vector<StepOutput>& outs) {
       count_drafts(s, (int)drafts[g].size(), a, who[g]);
       chain_->accept(gen[g], who[g], a);
     }
-    // trim: keep p0..p0+a (the recurrent state switches to that row's plane, nothing is recomputed)
-    mem_->seq_rm(gen[g], p0 + a + 1);
+    // trim: keep p0..p0+a (the recurrent state switches to that row's plane, nothing is recomputed),
+    // or, when later rows overwrote that plane, back to the checkpoint and replay the kept rows
+    if (mem_->can_rm(gen[g], p0 + a + 1)) mem_->seq_rm(gen[g], p0 + a + 1);
+    else {
+      ckpt_[gen[g]].restore(*mem_, gen[g], p0);
+      for (int i = 0; i <= a; i++) replay.add(batch_.tokens[row0[g] + i], p0 + i, gen[g]);
+    }
     if (drafter_) kept.push_back({gen[g], &batch_.tokens[row0[g]], p0, a + 1, hidden_buf_.data() + (size_t)row0[g] * E});
     outs.push_back(emit(gen[g], acc, lg));
+  }
+  if (replay.n() > 0) {  // no outputs: the state is wanted (its logits were sampled in the verification)
+    model_.forward(tp_, *mem_, replay.rows());
+    gstats_.n_replay_rows += replay.n();
   }
   if (drafter_) drafter_->catch_up(kept);  // the MTP memory follows the kept rows only
 }

@@ -16,6 +16,7 @@
 #include "sampling/token_sampler.h"
 #include "speculative/draft_chain.h"
 #include "speculative/mtp_drafter.h"
+#include "speculative/rs_checkpoint.h"
 #include "speculative/spec_params.h"
 
 namespace pyllm {
@@ -46,6 +47,7 @@ struct GlobalStats {
   int64_t n_draft = 0, n_draft_accepted = 0, n_drafts = 0;
   std::vector<int64_t> n_accepted_per_pos;
   int64_t n_mtp_rows = 0;  // MTP rows evaluated (drafting + catch-up)
+  int64_t n_replay_rows = 0;  // target rows replayed after a draft longer than the recurrent planes
   std::vector<DrafterStats> drafters;  // per drafter of the chain (with the time spent drafting)
   double t_prompt_ms = 0, t_gen_ms = 0;
 };
@@ -84,6 +86,7 @@ class Context {
   std::vector<std::string> drafter_lines(int seq) const;
   std::vector<std::string> drafter_names() const { return chain_ ? chain_->names() : std::vector<std::string>{}; }
   int n_draft_max() const { return n_draft_max_; }  // the longest draft of any drafter (0: none)
+  int n_planes() const { return n_planes_; }
 
   // Low-level: evaluate tokens appended to seq; returns logits for every row (or the last) [rows][n_vocab].
   std::vector<float> eval(int seq, const std::vector<int32_t>& tokens, bool all_logits);
@@ -128,6 +131,8 @@ class Context {
   std::unique_ptr<MtpDrafter> drafter_;  // draft-mtp only
   std::unique_ptr<DraftChain> chain_;    // every configured drafter, in llama.cpp's order (null: none)
   int n_draft_max_ = 0;
+  int n_planes_ = 1;                    // recurrent planes of the target memory (rs_checkpoint.h)
+  std::vector<RsCheckpoint> ckpt_;      // per sequence: the state before a verification longer than them
   std::vector<Seq> seqs_;
   GlobalStats gstats_;
   // per-step scratch, reused: logits [rows][n_vocab] and target hidden states [rows][n_embd]

@@ -26,6 +26,7 @@ struct SpecParams {
   NgramParams ngram;
   const Model* draft_model = nullptr;  // draft-simple: -md FILE (not owned), same vocabulary as the target
   int draft_threads = 0;               // its threads (-td; 0: one)
+  int max_planes = 0;                  // cap on the recurrent planes for verification (0: auto; tests)
   double synth_len = -1.0;    // synthetic acceptance: target mean length (-1: unset, upstream's sentinel)
   std::vector<double> synth_rates;  // ... or per-position unconditional acceptance rates
 
