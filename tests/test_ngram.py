@@ -357,3 +357,82 @@ def test_planes_auto(trained):
     assert new_context(trained, 512, spec_type="draft-mtp", n_max=3).n_planes == 4
     assert new_context(trained, 512, spec_type="draft-mtp", n_max=3, max_planes=2).n_planes == 4
     assert new_context(trained, 512).n_planes == 1
+
+
+# ------------------------------------------------------------------------------------------------ drafter semantics
+# One drafter on hand-made histories, the drafts llama.cpp's code gives for them (common/ngram-map.cpp,
+# ngram-mod.cpp, ngram-cache.cpp, speculative.cpp).
+
+def params(**kw):
+    g = _core.SpecNgramParams()
+    for k, v in kw.items():
+        if k in ("simple", "map_k", "map_k4v"):
+            sub = getattr(g, k)
+            sub.size_n, sub.size_m, sub.min_hits = v
+            setattr(g, k, sub)
+        else:
+            setattr(g, k, v)
+    return g
+
+
+def test_ngram_simple_semantics():
+    d = _core.NgramDrafter("ngram-simple", params(simple=(2, 3, 1)))
+    assert d.n_max == 3
+    assert d.draft(0, [7, 1, 2, 3, 4, 5, 6, 8, 8, 1], 2) == [3, 4, 5]          # key [1, 2] found at 1
+    assert d.draft(0, [7, 1, 2, 3, 4, 1, 2, 9, 9, 9, 8, 1], 2) == [9, 9, 9]    # the most recent occurrence
+    assert d.draft(0, [5, 5, 5, 5, 5, 5, 5, 1, 2, 6, 1], 2) == [6, 1]          # what follows, up to the end
+    assert d.draft(0, [5, 5, 5, 5, 5, 5, 5, 5, 1, 2, 1], 2) == []              # shorter than the key: none
+    assert d.draft(0, [1, 2, 3, 1, 2, 3], 1) == []                             # history too short (<= n+m+1)
+    assert d.draft(0, [7, 1, 2, 3, 4, 5, 6, 8, 8, 1], 9) == []                 # no match
+
+
+def test_ngram_map_semantics():
+    h = [7, 1, 2, 3, 4, 9, 9, 9, 1]      # (position 0 is never a match, as upstream)
+    k = _core.NgramDrafter("ngram-map-k", params(map_k=(2, 2, 1)))
+    k.begin(0, h)
+    assert k.draft(0, h, 2) == [3, 4]
+    k.accept(0, 1)                        # one token accepted: that key drafts one token next time
+    assert k.draft(0, h, 2) == [3]
+    k.accept(0, 0)                        # rejected outright: the key drafts nothing more (upstream's rule)
+    assert k.draft(0, h, 2) == []
+    k.begin(0, h, 0)                      # a new history (n_same 0): the statistics of the old one are dropped
+    assert k.draft(0, h, 2) == [3, 4]
+    k.accept(0, 0)
+    k.begin(0, h, len(h))                 # the same history continued: they are kept
+    assert k.draft(0, h, 2) == []
+    v = _core.NgramDrafter("ngram-map-k4v", params(map_k4v=(2, 2, 2)))
+    v.begin(0, h)
+    assert v.draft(0, h, 2) == []         # the key was hit once: min_hits 2
+    assert v.draft(0, h, 2) == [3, 4]
+    # two different m-grams after the key, neither twice as frequent as the other: no draft
+    h2 = [7, 1, 2, 3, 4, 1, 2, 5, 6, 7, 7, 7, 1]
+    w = _core.NgramDrafter("ngram-map-k4v", params(map_k4v=(2, 2, 1)))
+    w.begin(0, h2)
+    assert w.draft(0, h2, 2) == []
+
+
+def test_ngram_mod_semantics():
+    d = _core.NgramDrafter("ngram-mod", params(mod_n_match=2, mod_n_min=2, mod_n_max=4))
+    prompt = [1, 2, 3, 4, 1, 2, 3]
+    d.begin(0, prompt)
+    assert d.draft(0, prompt, 4) == [1, 2, 3, 4]    # (3,4)->1, (4,1)->2, (1,2)->3, (2,3)->4: n_max
+    d2 = _core.NgramDrafter("ngram-mod", params(mod_n_match=2, mod_n_min=3, mod_n_max=8))
+    d2.begin(0, [5, 6, 7, 8])
+    assert d2.draft(0, [9, 5], 6) == []              # 7, 8, then nothing: shorter than n_min 3
+    d3 = _core.NgramDrafter("ngram-mod", params(mod_n_match=2, mod_n_min=2, mod_n_max=8))
+    d3.begin(0, [5, 6, 7, 8])
+    assert d3.draft(0, [9, 5], 6) == [7, 8]
+    # the table is shared by the sequences: seq 1 drafts from seq 0's prompt
+    d4 = _core.NgramDrafter("ngram-mod", params(mod_n_match=2, mod_n_min=1, mod_n_max=2), n_seq=2)
+    d4.begin(0, [5, 6, 7, 8])
+    assert d4.draft(1, [9, 5], 6) == [7, 8]
+
+
+def test_ngram_cache_semantics():
+    d = _core.NgramDrafter("ngram-cache")
+    assert d.n_max == 8
+    # the longest n-gram with a dominant follower, extended by its own drafts, 8 tokens at most
+    assert d.draft(0, [1, 2, 3, 1, 2, 3, 1, 2], 3) == [1, 2, 3, 1, 2, 3, 1, 2]
+    assert _core.NgramDrafter("ngram-cache").draft(0, [4, 5], 6) == []  # nothing seen: no draft
+    with pytest.raises(IndexError):
+        d.draft(1, [4, 5], 6)

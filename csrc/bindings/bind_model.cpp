@@ -33,6 +33,14 @@ struct PyModel {
   std::unique_ptr<Model> m;
 };
 
+struct PyDrafter {
+  std::unique_ptr<Drafter> d;
+  int n_seq;
+  void check(int seq) const {
+    if (seq < 0 || seq >= n_seq) throw std::out_of_range("sequence id " + std::to_string(seq) + " out of range [0, " + std::to_string(n_seq) + ")");
+  }
+};
+
 nb::list drafters_list(const std::vector<DrafterStats>& ds) {
   nb::list l;
   for (const DrafterStats& x : ds) {
@@ -78,6 +86,25 @@ void bind_model(nb::module_& m) {
       .def_rw("lookup_cache_static", &NgramParams::lookup_cache_static)
       .def_rw("lookup_cache_dynamic", &NgramParams::lookup_cache_dynamic);
   m.attr("SPEC_TYPES_SUPPORTED") = spec_types_supported();
+
+  // testing aid: one ngram drafter over given token histories (the Drafter interface as it is)
+  nb::class_<PyDrafter>(m, "NgramDrafter")
+      .def("__init__", [](PyDrafter* self, const std::string& type, const NgramParams& g, int n_seq, int64_t n_vocab) {
+        std::unique_ptr<Drafter> d = make_ngram_drafter(type, g, n_seq, n_vocab);
+        if (!d) throw std::invalid_argument("not an ngram drafter: '" + type + "'");
+        new (self) PyDrafter{std::move(d), n_seq};
+      }, nb::arg("type"), nb::arg("ngram") = NgramParams{}, nb::arg("n_seq") = 1, nb::arg("n_vocab") = 1 << 20)
+      .def_prop_ro("n_max", [](const PyDrafter& p) { return p.d->n_max(); })
+      .def("begin", [](PyDrafter& p, int seq, const std::vector<int32_t>& prompt, int n_same) { p.check(seq); p.d->begin(seq, prompt, n_same); },
+           nb::arg("seq"), nb::arg("prompt"), nb::arg("n_same") = 0)
+      .def("draft", [](PyDrafter& p, int seq, const std::vector<int32_t>& history, int32_t last, int n_max) {
+        p.check(seq);
+        std::vector<std::vector<int32_t>> out(1);
+        p.d->draft({{seq, &history, last, (int32_t)history.size(), n_max}}, out);
+        return out[0];
+      }, nb::arg("seq"), nb::arg("history"), nb::arg("last"), nb::arg("n_max") = 1 << 20)
+      .def("accept", [](PyDrafter& p, int seq, int n_accepted, bool mine) { p.check(seq); p.d->accept(seq, n_accepted, mine); },
+           nb::arg("seq"), nb::arg("n_accepted"), nb::arg("mine") = true);
 
   // the one validation of the speculative settings (ValueError naming the setting); returns the
   // synthetic acceptance's per-position keep probabilities ([] when off)

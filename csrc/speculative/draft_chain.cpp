@@ -40,15 +40,20 @@ class MtpStage : public Drafter {
 };
 }  // namespace
 
+std::unique_ptr<Drafter> make_ngram_drafter(const std::string& t, const NgramParams& g, int n_seq, int64_t n_vocab) {
+  if (t == "ngram-simple") return std::make_unique<NgramSimple>(g.simple);
+  if (t == "ngram-map-k") return std::make_unique<NgramMap>(g.map_k, false, n_seq);
+  if (t == "ngram-map-k4v") return std::make_unique<NgramMap>(g.map_k4v, true, n_seq);
+  if (t == "ngram-mod") return std::make_unique<NgramMod>(g, n_seq);
+  if (t == "ngram-cache") return std::make_unique<NgramCache>(g, n_seq, n_vocab);
+  return nullptr;
+}
+
 DraftChain::DraftChain(const SpecParams& spec, MtpDrafter* mtp, const Model& target, int n_seq, int n_ctx_seq) {
   for (const std::string& t : spec_types_supported()) {
     if (!spec.has(t)) continue;
-    const NgramParams& g = spec.ngram;
-    if (t == "ngram-simple") drafters_.push_back(std::make_unique<NgramSimple>(g.simple));
-    else if (t == "ngram-map-k") drafters_.push_back(std::make_unique<NgramMap>(g.map_k, false, n_seq));
-    else if (t == "ngram-map-k4v") drafters_.push_back(std::make_unique<NgramMap>(g.map_k4v, true, n_seq));
-    else if (t == "ngram-mod") { if (g.mod_n_max > 0) drafters_.push_back(std::make_unique<NgramMod>(g, n_seq)); }
-    else if (t == "ngram-cache") drafters_.push_back(std::make_unique<NgramCache>(g, n_seq, target.n_vocab));
+    if (t == "ngram-mod" && spec.ngram.mod_n_max <= 0) continue;  // drafts nothing
+    if (auto d = make_ngram_drafter(t, spec.ngram, n_seq, target.n_vocab)) drafters_.push_back(std::move(d));
     else if (t == "draft-simple") { if (spec.n_max > 0) drafters_.push_back(std::make_unique<DraftModel>(target, *spec.draft_model, n_seq, n_ctx_seq, spec)); }
     else if (t == "draft-mtp") { if (mtp) drafters_.push_back(std::make_unique<MtpStage>(*mtp, spec.n_max)); }
   }

@@ -31,6 +31,10 @@ struct DrafterStats {
   double t_draft_ms = 0;       // time spent drafting
 };
 
+// One ngram drafter by type name (ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod, ngram-cache);
+// null for another name. Throws std::invalid_argument for a bad lookup cache file.
+std::unique_ptr<Drafter> make_ngram_drafter(const std::string& type, const NgramParams& g, int n_seq, int64_t n_vocab);
+
 class DraftChain {
  public:
   // mtp: the MTP drafter when draft-mtp is on (not owned), else null. Throws std::invalid_argument
