@@ -394,8 +394,8 @@ OPTIONS: list = [
     Opt(("--spec-ngram-mod-n-match",), "int", "spec_ngram_mod_n_match"),
     *[Opt((f"--spec-ngram-{k}-{f}",), "int", f"spec_ngram_{k.replace('-', '_')}_{f.replace('-', '_')}")
       for k in ("simple", "map-k", "map-k4v") for f in ("size-n", "size-m", "min-hits")],
-    Opt(("-lcs", "--lookup-cache-static"), "str", "lookup_cache_static", tools=GS),
-    Opt(("-lcd", "--lookup-cache-dynamic"), "str", "lookup_cache_dynamic", tools=GS),
+    Opt(("-lcs", "--lookup-cache-static"), "str", "lookup_cache_static"),
+    Opt(("-lcd", "--lookup-cache-dynamic"), "str", "lookup_cache_dynamic"),
     Opt(("--spec-default",), "custom", value=False, fn=lambda p, v=None: _spec_default(p), tools=GS),
     # removed
     Opt(("--draft", "--draft-n", "--draft-max"), "removed", env="LLAMA_ARG_DRAFT_MAX",
