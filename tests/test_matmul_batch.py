@@ -26,11 +26,31 @@ def weights(t, n_rows, k, rng):
 @pytest.mark.parametrize("level", LEVELS)
 def test_tiles_present_where_expected(level):
     c.set_simd_level(level)
-    have = {t for t in TYPES if c.type_traits(int(t))["has_gemm_tile"]}
-    if level == "avx512":
-        assert TILE_REQUIRED_AVX512 <= have
-    else:
-        assert not have  # no tiles below AVX-512 yet: they would need their own bit-identity test here
+    for key in ("has_gemm_tile", "has_vec_dot_rows"):
+        have = {t for t in TYPES if c.type_traits(int(t))[key]}
+        if level == "avx512":
+            assert TILE_REQUIRED_AVX512 <= have, key
+        else:
+            assert not have, key  # none below AVX-512 yet: they would need their own bit-identity test here
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("t", TYPES, ids=lambda t: t.name)
+def test_decode_rows_equal_vec_dot(level, t):
+    """One activation row (decode: several weight rows per kernel call) == vec_dot per row, bit for bit."""
+    c.set_simd_level(level)
+    rng = np.random.default_rng(int(t) + 5)
+    bk = c.type_traits(int(t))["blck_size"]
+    for k in (max(bk, 32) * (7 if bk < 256 else 2), max(bk, 32) * 8):  # odd and even block counts
+        n_rows = 11  # two groups of 4 and a group of 3
+        w = weights(t, n_rows, k, rng)
+        x = rng.standard_normal(k).astype(np.float32)
+        row_bytes = len(w) // n_rows
+        one = np.array([c.vec_dot(int(t), w[r * row_bytes:(r + 1) * row_bytes], x, act=True)
+                        for r in range(n_rows)], np.float32)
+        for nt in (1, 2):
+            got = c.matmul(int(t), w, n_rows, x[None, :], nt)[0]
+            assert np.array_equal(bits(got), bits(one)), f"{t.name}@{level} K={k} threads={nt}"
 
 
 @pytest.mark.parametrize("level", LEVELS)

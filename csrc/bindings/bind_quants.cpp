@@ -98,7 +98,7 @@ void bind_quants(nb::module_& m) {
   }, nb::arg("type"), nb::arg("x"),
   "quantize() with the same bytes, faster for Q4_K/Q5_K (lane-parallel search); for tools writing whole models.");
 
-  m.def("vec_dot", [](int type, u8_in w, f32_in x) {
+  m.def("vec_dot", [](int type, u8_in w, f32_in x, bool act) {
     const type_traits& t = traits_for(type);
     if (!t.vec_dot) throw std::invalid_argument(std::string(t.name) + ": no vec_dot");
     const int64_t n = (int64_t)x.shape(0);
@@ -110,12 +110,13 @@ void bind_quants(nb::module_& m) {
     {
       std::unique_ptr<nb::gil_scoped_release> rel;
       if (n * 4 >= (int64_t)kReleaseGilBytes) rel.reset(new nb::gil_scoped_release);
-      std::vector<uint8_t> q = quantize_row(t.vec_dot_type, x.data(), n);
+      std::vector<uint8_t> q = quantize_row(t.vec_dot_type, x.data(), n, act);
       t.vec_dot((int)n, &s, w.data(), q.data());
     }
     return s;
-  }, nb::arg("type"), nb::arg("w"), nb::arg("x"),
-  "Dot of one weight row (block bytes) with float32 x, quantized to the type's vec_dot_type first.");
+  }, nb::arg("type"), nb::arg("w"), nb::arg("x"), nb::arg("act") = false,
+  "Dot of one weight row (block bytes) with float32 x, quantized to the type's vec_dot_type first (act=True: "
+  "with matmul's activation quantizer).");
 
   m.def("vec_dot_k", [](int type, u8_in w, f32_in2 x, bool repacked) {
     const type_traits& t = traits_for(type);
@@ -178,6 +179,7 @@ void bind_quants(nb::module_& m) {
     d["has_vec_dot_k"] = t.vec_dot_k != nullptr;
     d["has_vec_dot_rp_k"] = t.vec_dot_rp_k != nullptr;
     d["has_gemm_tile"] = t.gemm_tile != nullptr;
+    d["has_vec_dot_rows"] = t.vec_dot_rows != nullptr;
     return d;
   }, nb::arg("type"));
 

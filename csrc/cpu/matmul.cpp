@@ -121,6 +121,13 @@ static void mm_rows(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy,
   const bool emu = kGemmEmu && (W.type == GGML_TYPE_Q4_K || W.type == GGML_TYPE_Q2_K) && rk.rp;
   const int t_gemm = emu ? B - B % 4 : 0;
   const vec_dot_fn gemm_order = W.type == GGML_TYPE_Q2_K ? dot_q2_K_gemm_order : dot_q4_K_gemm_order;
+  // One activation row (decode): several weight rows per call, so their accumulator chains overlap
+  const vec_dot_rows_fn rows = get_type_traits(W.type).vec_dot_rows;
+  if (B == 1 && rows && !rk.rp) {
+    for (int64_t r = n0; r < n1; r += kMaxWeightRows)
+      rows(K, Y + r, W.data + r * W.nb1, W.nb1, qa.row(0), (int)std::min<int64_t>(kMaxWeightRows, n1 - r));
+    return;
+  }
   // Long rows (8 activation rows over ~32 KiB): groups of 4 tokens stay in L1 while the chunk's weight
   // rows (in L2) pass by, instead of 8 tokens streamed from L2 for every weight row (measured: Q4_K with
   // K = 5120 ran at half the speed of K = 512 before).

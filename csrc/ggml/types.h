@@ -36,6 +36,11 @@ typedef void (*vec_dot_k_fn)(int n, float* s, const void* x, const void* y, size
 // pair's vec_dot arithmetic: bit-identical to vec_dot at the same level (batch invariance). The tile reuses
 // every decoded weight block for kGemmCols tokens and every loaded token block for kGemmRows weight rows.
 constexpr int kGemmRows = 4, kGemmCols = 4;
+// Decode (optional, per SIMD level): nr <= kMaxWeightRows weight rows (bx bytes apart) against one
+// activation row, s[i] = row i . y, each row bit-identical to vec_dot (independent accumulator chains
+// overlap instead of one row's chain bounding the step).
+constexpr int kMaxWeightRows = 4;
+typedef void (*vec_dot_rows_fn)(int n, float* s, const void* x, size_t bx, const void* y, int nr);
 typedef void (*gemm_pack_fn)(const void* acts, size_t row_bytes, int n, int64_t K, void* panel);
 typedef void (*gemm_tile_fn)(int K, const void* w, size_t ldw, const void* panel, float* C, size_t ldc);
 
@@ -62,6 +67,7 @@ struct type_traits {
   gemm_tile_fn gemm_tile = nullptr;
   gemm_pack_fn gemm_pack = nullptr;
   size_t (*gemm_panel_bytes)(int64_t K) = nullptr;
+  vec_dot_rows_fn vec_dot_rows = nullptr;  // decode: several weight rows, one activation row (not rp weights)
 };
 
 // THE table (csrc/ggml/traits.cpp). Index by id; ids outside [0, GGML_TYPE_COUNT) are invalid.

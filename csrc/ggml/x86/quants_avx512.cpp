@@ -415,6 +415,7 @@ PYLLM_KERNEL_FAMILY(K_q6_K_512, (dot_q6_K_512<NR>(n, s, x, y, by)));
 
 #include "ggml/x86/gemm_avx512.inc.h"
 #include "ggml/x86/act_quant_avx512.inc.h"
+#include "ggml/x86/gemv_avx512.inc.h"
 
 }  // namespace x86_avx512
 
@@ -439,6 +440,7 @@ void quants_override_avx512(type_traits* t) {
   t[GGML_TYPE_Q8_0].to_float = q8_0_to_float;
   install_gemm_tiles(t);
   install_act_quantizers(t);
+  install_gemv_rows(t);
 }
 
 }  // namespace pyllm
