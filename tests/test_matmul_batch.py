@@ -66,7 +66,7 @@ def test_batch_rows_equal_single_rows(level, t):
     for n_rows in (22, 150):
         w = weights(t, n_rows, k, rng)
         single = np.concatenate([c.matmul(int(t), w, n_rows, x[b:b + 1]) for b in range(len(x))])
-        for b in (8, 16, 19, 37):
+        for b in (2, 3, 5, 8, 16, 19, 37):
             for nt in (1, 2):
                 got = c.matmul(int(t), w, n_rows, x[:b], nt)
                 assert np.array_equal(bits(got), bits(single[:b])), f"{t.name}@{level} N={n_rows} B={b} threads={nt}"

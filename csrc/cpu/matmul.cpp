@@ -158,7 +158,7 @@ static void mm_rows(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy,
   }
 }
 
-// Prefill: activations repacked into panels of kGemmCols tokens (ggml/types.h), each panel met by
+// Prefill and verification (2+ rows): activations repacked into panels of kGemmCols tokens (ggml/types.h), each panel met by
 // kGemmRows weight rows at a time. Same per-pair arithmetic as mm_rows, so the path is free to choose.
 struct Panels {
   std::vector<uint8_t> buf;  // [n][bytes]
@@ -166,7 +166,7 @@ struct Panels {
   int n = 0;
   const uint8_t* at(int p) const { return buf.data() + (size_t)p * bytes; }
 };
-constexpr int kGemmMinRows = 16;  // below this many activation rows vec_dot_k's decode reuse is enough
+constexpr int kGemmMinRows = 2;  // from 2 rows the tile beats vec_dot_k (16 chains in flight; measured 2x at 4 rows)
 static bool use_tiles(const Weight& W, const QuantActs& qa) {
   return get_type_traits(W.type).gemm_tile && qa.B >= kGemmMinRows && !row_kernels(W).rp &&
          get_type_traits(qa.type).gemm_pack;
