@@ -44,6 +44,9 @@ class Params:
     cache_prompt: bool = True
     cache_reuse: int = 0
     cache_ram_mib: int = 8192
+    cache_idle_slots: bool = True
+    n_ctx_checkpoints: int = 32
+    checkpoint_min_step: int = 8192
     cache_type_k: str = "f16"
     cache_type_v: str = "f16"
     flash_attn: str = "auto"
@@ -339,6 +342,8 @@ def check_supported(p: Params):
                            f"(supported: {', '.join(SUPPORTED_SPEC_TYPES)})")
     if p.static_path and not os.path.isdir(p.static_path):
         raise ArgError(f"error: --path '{p.static_path}' is not a directory")
+    if p.slot_save_path and not os.path.isdir(p.slot_save_path):
+        raise ArgError(f"error: --slot-save-path '{p.slot_save_path}' is not a directory")
     if p.spec_draft_model:
         raise ArgError("error: separate draft models (--spec-draft-model) are not supported by pyllm; "
                        "use --spec-type draft-mtp")

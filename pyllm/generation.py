@@ -72,6 +72,22 @@ class _Seq:
         self.t_first: Optional[float] = None
 
 
+# tokens that open a chat message in the templates pyllm knows (ChatML, Gemma, Llama 3)
+_TURN_START_TOKENS = ("<|im_start|>", "<start_of_turn>", "<|start_header_id|>")
+
+
+def _turn_start_ids(model: Model) -> frozenset:
+    ids = set()
+    for name in _TURN_START_TOKENS:
+        try:
+            t = model.tokenize(name, add_special=False, parse_special=True)
+        except Exception:
+            continue
+        if len(t) == 1:
+            ids.add(t[0])
+    return frozenset(ids)
+
+
 def logprob(p: float) -> float:
     """log(p), -inf for 0 (JSON writers turn it into null)."""
     return math.log(p) if p > 0 else float("-inf")
@@ -82,7 +98,7 @@ class Generator:
 
     def __init__(self, model: Model, n_ctx: int = 0, n_seq: int = 1, n_batch: int = 2048, n_ubatch: int = 512,
                  n_threads: int = 0, spec_type: str = "none", n_max: int = 3, n_min: int = 0, p_min: float = 0.0,
-                 synth_len: float = -1.0, synth_rates=()):
+                 synth_len: float = -1.0, synth_rates=(), ctx_checkpoints: int = 32, checkpoint_min_step: int = 8192):
         self.model = model
         self.n_ctx = n_ctx if n_ctx > 0 else (model.n_ctx_train or 4096)  # 0: the model's training context
         self.n_threads = n_threads if n_threads > 0 else default_threads()
@@ -92,6 +108,10 @@ class Generator:
                                       n_threads=self.n_threads, spec_type=spec_type, n_max=n_max, n_min=n_min,
                                       p_min=p_min, synth_len=float(synth_len),
                                       synth_rates=[float(x) for x in synth_rates])
+        # context checkpoints (llama.cpp's --ctx-checkpoints / --checkpoint-min-step): the core keeps
+        # recurrent-state copies so a prompt sharing a prefix reuses it on hybrid models too
+        self.ctx.set_checkpoints(max(0, int(ctx_checkpoints)), int(checkpoint_min_step))
+        self._turn_ids = _turn_start_ids(model)
         self.n_seq = n_seq
         self.n_ctx_seq = int(getattr(self.ctx, "n_ctx_seq", self.n_ctx // n_seq))
         self.held = [[] for _ in range(n_seq)]   # the tokens each sequence's memory holds (prompt + generated)
@@ -103,7 +123,8 @@ class Generator:
         return cls(model, p.n_ctx, n_seq, n_batch=p.n_batch, n_ubatch=p.n_ubatch, n_threads=p.n_threads,
                    spec_type=p.spec_type if p.speculative else "none", n_max=p.spec_draft_n_max,
                    n_min=p.spec_draft_n_min, p_min=p.spec_draft_p_min, synth_len=p.spec_synth_len,
-                   synth_rates=p.spec_synth_rates)
+                   synth_rates=p.spec_synth_rates, ctx_checkpoints=p.n_ctx_checkpoints,
+                   checkpoint_min_step=p.checkpoint_min_step)
 
     # ---------------------------------------------------------------- sequences
     def begin(self, seq: int, req: Request) -> int:
@@ -115,6 +136,8 @@ class Generator:
             self.ctx.seq_clear(seq)
             self.held[seq] = []
         n_cached = int(self.ctx.seq_begin(self.model._m, seq, req.prompt, params))
+        if self._turn_ids:  # message starts: where a later prompt of the same conversation may diverge
+            self.ctx.seq_set_checkpoint_hints(seq, [i for i, t in enumerate(req.prompt) if t in self._turn_ids and i > 0])
         self._seqs[seq] = _Seq(req, self.model, n_cached)
         self.held[seq] = list(req.prompt)
         if req.constraint is not None:
@@ -162,6 +185,21 @@ class Generator:
         self.cancel(seq)
         self.ctx.seq_clear(seq)
         self.held[seq] = []
+
+    # ---------------------------------------------------------------- prompt cache
+    def state_get(self, seq: int):
+        """A copy of everything idle `seq` holds (the core's SeqState: tokens, KV, recurrent state,
+        context checkpoints, the MTP layer's memory)."""
+        return self.ctx.seq_state_get(seq)
+
+    def state_set(self, seq: int, state) -> None:
+        """Put a SeqState back on idle `seq` (ValueError when it does not fit this model / context)."""
+        self.ctx.seq_state_set(seq, state)
+        self.held[seq] = list(state.tokens)
+
+    def checkpoints(self, seq: int) -> list:
+        """(position, bytes) of the context checkpoints `seq` holds."""
+        return list(self.ctx.seq_checkpoints(seq))
 
     # ---------------------------------------------------------------- the loop
     def step(self) -> list:

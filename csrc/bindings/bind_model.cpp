@@ -39,6 +39,7 @@ nb::dict stats_dict(const SeqStats& st) {
   d["t_prompt_ms"] = st.t_prompt_ms; d["t_gen_ms"] = st.t_gen_ms;
   d["n_draft"] = st.n_draft; d["n_draft_accepted"] = st.n_draft_accepted; d["n_verif_steps"] = st.n_verif_steps;
   d["n_accepted_per_pos"] = st.n_accepted_per_pos;
+  d["ckpt_restored"] = st.ckpt_restored;
   return d;
 }
 }  // namespace
@@ -83,6 +84,7 @@ void bind_model(nb::module_& m) {
       .def_prop_ro("n_layer", [](const PyModel& p) { return p.m->n_layer; })
       .def_prop_ro("n_ctx_train", [](const PyModel& p) { return p.m->n_ctx_train; })
       .def_prop_ro("has_mtp", [](const PyModel& p) { return p.m->has_mtp(); })
+      .def_prop_ro("recurrent", [](const PyModel& p) { return p.m->recurrent; })
       .def_prop_ro("file_has_mtp", [](const PyModel& p) { return p.m->file_has_mtp(); })
       .def_prop_ro("desc", [](const PyModel& p) { return p.m->desc; })
       .def_prop_ro("size_bytes", [](const PyModel& p) { return p.m->size_bytes; })
@@ -124,7 +126,9 @@ void bind_model(nb::module_& m) {
         return nb::str(v->str.data(), v->str.size());
       });
 
-  nb::class_<Context>(m, "Context")
+  nb::class_<Context> ctx_cls(m, "Context");
+  def_context_cache(ctx_cls);
+  ctx_cls
       .def("__init__", [](Context* self, PyModel& model, int n_ctx, int n_seq, int n_batch, int n_ubatch, int n_threads,
                           const std::string& spec_type, int n_max, int n_min, float p_min, double synth_len, std::vector<double> synth_rates) {
         SpecParams sp;
