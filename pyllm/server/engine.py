@@ -207,8 +207,7 @@ class Engine:
                 keep.append(task)
                 continue
             try:
-                if task.cache_prompt:
-                    self._cache_update(slot, task.prompt)
+                self._cache_update(slot, task.prompt, load=task.cache_prompt)
                 n_cached = self.gen.begin(slot, task.request())
             except (ValueError, IndexError) as e:
                 self._emit(task, Event("error", data={"code": 400, "type": "invalid_request_error", "message": str(e)}))
@@ -233,18 +232,18 @@ class Engine:
                     self.prompt_cache.save(self.gen.state_get(s))
 
     # ---------------------------------------------------------------- prompt cache and slot files (worker)
-    def _cache_update(self, slot: int, prompt: list):
-        """Before `prompt` starts on `slot`: keep what the slot would lose in the RAM cache, and load the cached
-        state that gives back more of the prompt than the slot does."""
+    def _cache_update(self, slot: int, prompt: list, load: bool = True):
+        """Before `prompt` starts on `slot`: keep what the slot would lose in the RAM cache, and (unless the request
+        has cache_prompt off) load the cached state that gives back more of the prompt than the slot does."""
         pc = self.prompt_cache
         if pc is None:
             return
         held = self.gen.held[slot]
-        lcp = common_prefix(held, prompt)
+        lcp = common_prefix(held, prompt) if load else 0
         gives = recoverable(len(held), [p for p, _ in self.gen.checkpoints(slot)], lcp, len(prompt), pc.recurrent)
         if held and lcp < len(held):
             pc.save(self.gen.state_get(slot))
-        st = pc.take(prompt, gives)
+        st = pc.take(prompt, gives) if load else None
         if st is not None:
             try:
                 self.gen.state_set(slot, st)
