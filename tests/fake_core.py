@@ -272,6 +272,10 @@ class Context:
     def seq_set_checkpoint_hints(self, seq: int, positions: list):
         self._check(seq)
 
+    def seq_pos(self, seq: int) -> int:
+        self._check(seq)
+        return len(self.seqs[seq].tokens)
+
     def seq_checkpoints(self, seq: int) -> list:
         self._check(seq)
         return []

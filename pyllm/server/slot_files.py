@@ -85,6 +85,6 @@ def restore(gen, slot: int, save_dir: str, filename: str) -> dict:
 
 
 def erase(gen, slot: int) -> dict:
-    n = len(gen.held[slot])
+    n = gen.ctx.seq_pos(slot)  # the evaluated tokens, as n_saved counts them
     gen.clear(slot)
     return {"id_slot": slot, "n_erased": n}
