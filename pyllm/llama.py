@@ -152,6 +152,20 @@ class Llama:
         self._close_active()
         self._gen.clear(0)
 
+    def save_state(self) -> "LlamaState":
+        """llama-cpp-python's save_state: a copy of everything the context holds (the evaluated tokens, KV,
+        recurrent state, context checkpoints, the MTP layer's memory); load_state puts it back, and a call whose
+        prompt extends those tokens evaluates only the rest."""
+        self._close_active()
+        return LlamaState(self._gen.state_get(0), self._seed)
+
+    def load_state(self, state: "LlamaState") -> None:
+        """Put a save_state() copy back (ValueError when it comes from another model or context shape)."""
+        if not isinstance(state, LlamaState):
+            raise TypeError(f"load_state expects a LlamaState from save_state(), got {type(state).__name__}")
+        self._close_active()
+        self._gen.state_set(0, state._state)
+
     def close(self):
         self._close_active()
 
@@ -400,6 +414,18 @@ class Llama:
         if fin is not None:
             reason = chat_finish_reason(fin["stop_type"], len(out.tool_calls))
             yield _Final(shapes.chat_chunk({}, None, reason), fin, out.message())
+
+
+class LlamaState:
+    """What Llama.save_state() returns (llama-cpp-python's LlamaState fields that apply: input_ids, n_tokens,
+    llama_state_size, seed); the state itself is the core's opaque SeqState."""
+
+    def __init__(self, state, seed):
+        self._state = state
+        self.input_ids = list(state.tokens)
+        self.n_tokens = int(state.n_tokens)
+        self.llama_state_size = int(state.nbytes)
+        self.seed = seed
 
 
 class _Final(dict):

@@ -152,3 +152,20 @@ def test_checkpoint_settings_are_checked():
     g = gen()
     with pytest.raises(ValueError, match="min-step"):
         g.ctx.set_checkpoints(4, -1)
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_llama_save_and_load_state(spec):
+    from pyllm import Llama
+    llm = Llama(str(QWEN), n_ctx=1024, n_threads=1, spec_type=spec, verbose=False)
+    text = TEXT * 2
+    a = llm.create_completion(text, max_tokens=8, temperature=0)["choices"][0]["text"]
+    state = llm.save_state()
+    assert state.n_tokens == len(state.input_ids) > 0 and state.llama_state_size > 0
+    llm.create_completion("Something else entirely, about ships.", max_tokens=4, temperature=0)
+    llm.load_state(state)
+    b = llm.create_completion(text, max_tokens=8, temperature=0)
+    assert b["choices"][0]["text"] == a
+    assert llm.last_timings["cache_n"] == len(llm.tokenize(text.encode())) - 1  # from the end-of-prompt checkpoint
+    with pytest.raises(TypeError):
+        llm.load_state(object())

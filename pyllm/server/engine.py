@@ -207,7 +207,10 @@ class Engine:
                 keep.append(task)
                 continue
             try:
-                self._cache_update(slot, task.prompt, load=task.cache_prompt)
+                try:
+                    self._cache_update(slot, task.prompt, load=task.cache_prompt)
+                except Exception as e:  # the cache is an optimization: the task runs without it
+                    log(f"prompt cache: update failed for slot {slot}: {e}", "srv", "prompt_save", "W")
                 n_cached = self.gen.begin(slot, task.request())
             except (ValueError, IndexError) as e:
                 self._emit(task, Event("error", data={"code": 400, "type": "invalid_request_error", "message": str(e)}))
