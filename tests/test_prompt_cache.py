@@ -169,3 +169,10 @@ def test_llama_save_and_load_state(spec):
     assert llm.last_timings["cache_n"] == len(llm.tokenize(text.encode())) - 1  # from the end-of-prompt checkpoint
     with pytest.raises(TypeError):
         llm.load_state(object())
+
+
+def test_a_single_checkpoint_is_the_newest():
+    g, p = gen(n_max=1, min_step=16), prompt(2)
+    run(g, p, n=4)
+    assert [q for q, _ in g.checkpoints(0)] == [len(p) - 1]
+    assert run(g, p, n=4)["n_cached"] == len(p) - 1

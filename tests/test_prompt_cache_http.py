@@ -105,3 +105,11 @@ def test_slot_file_errors(tmp_path):
 def test_slot_save_path_must_exist(tmp_path):
     with pytest.raises(RuntimeError, match="slot-save-path"):
         Server("--slot-save-path", tmp_path / "nope")
+
+
+@pytest.mark.parametrize("flag,saved", [([], True), (["--no-cache-idle-slots"], False)])
+def test_idle_slots_are_copied_to_the_ram_cache(flag, saved):
+    with Server("-np", "2", "-c", "2048", "--no-slots", *flag) as s:
+        _complete(s, "The first conversation is about cats and their habits", 4, id_slot=0)
+        _complete(s, "A second one, about the weather in spring", 4, id_slot=1)
+        assert ("prompt cache: saved" in s.output()) == saved

@@ -23,7 +23,8 @@ void Checkpoints::add(Checkpoint c, int n_max) {
       const int64_t gap = (int64_t)list_[i + 1].pos() - (i > 0 ? list_[i - 1].pos() : 0);
       if (gap < best_gap) { best_gap = gap; victim = i; }
     }
-    if (victim < 0) victim = 0;
+    if (victim < 0)  // only the new one and the last are left (n_max 1): keep the new one
+      victim = list_.back().pos() != p ? (int)list_.size() - 1 : 0;
     list_.erase(list_.begin() + victim);
   }
 }
