@@ -113,3 +113,30 @@ def test_idle_slots_are_copied_to_the_ram_cache(flag, saved):
         _complete(s, "The first conversation is about cats and their habits", 4, id_slot=0)
         _complete(s, "A second one, about the weather in spring", 4, id_slot=1)
         assert ("prompt cache: saved" in s.output()) == saved
+
+
+def test_slot_action_on_a_busy_slot_waits_until_it_is_idle(tmp_path):
+    import threading
+
+    import httpx
+    with Server("-np", "1", "-c", "2048", "--no-slots", "--slot-save-path", tmp_path) as s:
+        ids = s.post("/tokenize", {"content": "Write a long story about a lighthouse", "add_special": True}).json()["tokens"]
+        started, n_chunks = threading.Event(), []
+
+        def stream():
+            body = {"prompt": ids, "n_predict": 300, "temperature": 0, "ignore_eos": True, "stream": True}
+            with httpx.stream("POST", s.url + "/completion", json=body, timeout=120) as r:
+                for line in r.iter_lines():
+                    if line.startswith("data: "):
+                        n_chunks.append(line)
+                        started.set()
+
+        th = threading.Thread(target=stream)
+        th.start()
+        assert started.wait(60)
+        r = s.post("/slots/0?action=save", {"filename": "busy.bin"})
+        n_at_answer = len(n_chunks)
+        th.join()
+        assert r.status_code == 200, r.text
+        assert r.json()["n_saved"] == len(ids) + 299  # the finished sequence, never a half-done step
+        assert n_at_answer >= len(n_chunks) - 1     # answered only once the generation was over
