@@ -80,7 +80,7 @@ def test_slot_save_restart_restore_continue(spec, tmp_path):
 
 def test_slot_file_errors(tmp_path):
     with Server("-np", "1", "-c", "1024", "--slot-save-path", tmp_path, "--no-cache-idle-slots") as s:
-        _complete(s, "Hello there", 4)
+        _complete(s, "Hello there, how are you? " * 4, 4)
         for bad in ("../x.bin", "a/b.bin", "", ".hidden", "x\\y", None, 5):
             r = s.post("/slots/0?action=save", {"filename": bad})
             assert r.status_code == 400 and "Invalid filename" in r.text, bad
@@ -100,6 +100,15 @@ def test_slot_file_errors(tmp_path):
     with Server("-np", "1", "-c", "1024", "--slot-save-path", tmp_path, "--spec-type", "draft-mtp") as s:
         r = s.post("/slots/0?action=restore", {"filename": "ok.bin"})
         assert r.status_code == 400 and "MTP" in r.json()["error"]["message"]
+        _complete(s, "Hello there", 4)
+        assert s.post("/slots/0?action=save", {"filename": "mtp.bin"}).status_code == 200
+    with Server("-np", "1", "-c", "512", "--slot-save-path", tmp_path) as s:  # MTP memory is not needed here
+        r = s.post("/slots/0?action=restore", {"filename": "mtp.bin"})
+        assert r.status_code == 200, r.text
+        assert _complete(s, "Hello there", 4)["timings"]["cache_n"] > 0
+    with Server("-np", "1", "-c", "16", "--slot-save-path", tmp_path) as s:  # a context too small for the state
+        r = s.post("/slots/0?action=restore", {"filename": "ok.bin"})
+        assert r.status_code == 400 and "positions" in r.json()["error"]["message"]
 
 
 def test_slot_save_path_must_exist(tmp_path):

@@ -28,8 +28,9 @@ def validate_filename(name) -> str:
 
 
 def identity(gen) -> dict:
-    """What a slot file must match: the model (file name, size, architecture, shapes, quantization) and the
-    context (positions per slot, whether the MTP layer's memory is part of the state)."""
+    """What a slot file must match: the model (file name, size, architecture, shapes, quantization). The context's
+    shape (layer sizes, positions per slot, the MTP layer's memory when this server drafts) is checked by the core
+    when the state is put back; "mtp" records whether the file carries the MTP memory."""
     m = gen.model
     return {"model": {"file": os.path.basename(m.path), "size": m.size_bytes, "arch": m.arch, "n_vocab": m.n_vocab,
                       "n_embd": m.n_embd, "n_layer": m.n_layer, "n_params": m.n_params, "ftype": m.ftype},
@@ -72,10 +73,6 @@ def restore(gen, slot: int, save_dir: str, filename: str) -> dict:
     if header.get("model") != want["model"]:
         raise SlotFileError(f"Unable to restore slot: '{filename}' was saved from model {header.get('model')}, "
                             f"this server runs {want['model']}")
-    if header.get("mtp") != want["mtp"]:
-        raise SlotFileError(f"Unable to restore slot: '{filename}' was saved "
-                            f"{'with' if header.get('mtp') else 'without'} the MTP layer's memory (--spec-type "
-                            f"draft-mtp), this server runs {'with' if want['mtp'] else 'without'} it")
     try:
         gen.state_set(slot, st)
     except ValueError as e:
