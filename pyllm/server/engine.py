@@ -81,6 +81,7 @@ class Engine:
         self.metrics = Metrics(False)
         self.prompt_cache: Optional[PromptCache] = None  # --cache-ram (llama-server's host-memory prompt cache)
         self._actions: collections.deque = collections.deque()  # slot save / restore / erase, run while idle
+        self._ready: list = []                                  # ... whose slot is idle, to run now
 
     # ---------------------------------------------------------------- lifecycle
     def load(self):
@@ -178,8 +179,10 @@ class Engine:
                 continue
             fin["stop_type"] = "limit"
             self._deliver(task, Event("done", data=fin, seq=slot))
-        while self._actions:
-            self._actions.popleft()[3].set_exception(RuntimeError("the server is shutting down"))
+        for a in list(self._actions) + self._ready:
+            a[3].set_exception(RuntimeError("the server is shutting down"))
+        self._actions.clear()
+        self._ready = []
         while self._pending:
             task = self._pending.popleft()
             self._emit(task, Event("error", data={"code": 503, "type": "unavailable_error",
@@ -192,10 +195,10 @@ class Engine:
         for slot, task in list(self._running.items()):
             if task.cancelled:
                 self._end(slot, task)
-        self._run_actions()
+        self._take_actions()
         if not self._pending:
             return
-        busy = set(self._running)
+        busy = set(self._running) | {a[1] for a in self._ready}  # a slot action goes before later tasks
         launched = False
         keep = collections.deque()
         while self._pending:
@@ -253,13 +256,18 @@ class Engine:
             except ValueError as e:
                 log(f"prompt cache: could not load an entry: {e}", "srv", "prompt_load", "W")
 
-    def _run_actions(self):
+    def _take_actions(self):
+        """Under the lock: slot actions whose slot is idle move to _ready (run by the worker without the lock:
+        a large state's file must not block the event loop's submit())."""
         keep = collections.deque()
         while self._actions:
-            action, slot, filename, fut = self._actions.popleft()
-            if slot in self._running:
-                keep.append((action, slot, filename, fut))
-                continue
+            a = self._actions.popleft()
+            (keep if a[1] in self._running else self._ready).append(a)
+        self._actions = keep
+
+    def _run_actions(self, ready: list):
+        """Worker thread, lock not held; no task can start on these slots meanwhile (only this thread starts them)."""
+        for action, slot, filename, fut in ready:
             try:
                 if action == "save":
                     res = slot_files.save(self.gen, slot, self.params.slot_save_path, filename)
@@ -271,18 +279,21 @@ class Engine:
                 fut.set_result(res)
             except Exception as e:
                 fut.set_exception(e)
-        self._actions = keep
 
     def _worker(self):
         while True:
             with self._cond:
                 self._assign()
-                while not self._stop and not self._running:
+                while not self._stop and not self._running and not self._ready:
                     self._cond.wait()
                     self._assign()
                 if self._stop:
                     return
+                ready, self._ready = self._ready, []
                 n_busy = len(self._running)
+            if ready:
+                self._run_actions(ready)
+                continue
             try:
                 events = self.gen.step()
             except Exception as e:  # a failed decode ends every running task with an error
