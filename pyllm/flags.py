@@ -18,6 +18,7 @@ SPEC_TYPES = (
 )
 SUPPORTED_SPEC_TYPES = ("none", "draft-mtp")
 CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+KV_CACHE_TYPES = ("f16", "bf16", "q8_0", "q4_0")  # the ones the core's attention holds (others: warned, f16)
 
 
 class ArgError(ValueError):

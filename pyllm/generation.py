@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
 from .detok import TextStream
+from .flags import KV_CACHE_TYPES
 from .model import Model
 from .sampling import seq_params
 
@@ -72,6 +73,13 @@ class _Seq:
         self.t_first: Optional[float] = None
 
 
+def kv_cache_types(p) -> dict:
+    """The KV cache types of parsed flags; a type the core does not hold stays f16 (args warns about it)."""
+    pick = lambda t: t if t in KV_CACHE_TYPES else "f16"
+    return {"cache_type_k": pick(p.cache_type_k), "cache_type_v": pick(p.cache_type_v),
+            "draft_type_k": pick(p.spec_draft_type_k), "draft_type_v": pick(p.spec_draft_type_v)}
+
+
 # tokens that open a chat message in the templates pyllm knows (ChatML, Gemma, Llama 3)
 _TURN_START_TOKENS = ("<|im_start|>", "<start_of_turn>", "<|start_header_id|>")
 
@@ -98,7 +106,9 @@ class Generator:
 
     def __init__(self, model: Model, n_ctx: int = 0, n_seq: int = 1, n_batch: int = 2048, n_ubatch: int = 512,
                  n_threads: int = 0, spec_type: str = "none", n_max: int = 3, n_min: int = 0, p_min: float = 0.0,
-                 synth_len: float = -1.0, synth_rates=(), ctx_checkpoints: int = 32, checkpoint_min_step: int = 8192):
+                 synth_len: float = -1.0, synth_rates=(), ctx_checkpoints: int = 32, checkpoint_min_step: int = 8192,
+                 cache_type_k: str = "f16", cache_type_v: str = "f16", draft_type_k: str = "f16",
+                 draft_type_v: str = "f16"):
         self.model = model
         self.n_ctx = n_ctx if n_ctx > 0 else (model.n_ctx_train or 4096)  # 0: the model's training context
         self.n_threads = n_threads if n_threads > 0 else default_threads()
@@ -111,6 +121,9 @@ class Generator:
         # context checkpoints (llama.cpp's --ctx-checkpoints / --checkpoint-min-step): the core keeps
         # recurrent-state copies so a prompt sharing a prefix reuses it on hybrid models too
         self.ctx.set_checkpoints(max(0, int(ctx_checkpoints)), int(checkpoint_min_step))
+        self.cache_types = (cache_type_k, cache_type_v, draft_type_k, draft_type_v)
+        if any(t != "f16" for t in self.cache_types):  # quantized KV (-ctk / -ctv, the MTP layer's -ctkd / -ctvd)
+            self.ctx.set_cache_types(*self.cache_types)
         self._turn_ids = _turn_start_ids(model)
         self.n_seq = n_seq
         self.n_ctx_seq = int(getattr(self.ctx, "n_ctx_seq", self.n_ctx // n_seq))
@@ -124,7 +137,7 @@ class Generator:
                    spec_type=p.spec_type if p.speculative else "none", n_max=p.spec_draft_n_max,
                    n_min=p.spec_draft_n_min, p_min=p.spec_draft_p_min, synth_len=p.spec_synth_len,
                    synth_rates=p.spec_synth_rates, ctx_checkpoints=p.n_ctx_checkpoints,
-                   checkpoint_min_step=p.checkpoint_min_step)
+                   checkpoint_min_step=p.checkpoint_min_step, **kv_cache_types(p))
 
     # ---------------------------------------------------------------- sequences
     def begin(self, seq: int, req: Request) -> int:

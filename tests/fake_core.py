@@ -272,6 +272,8 @@ class Context:
     def seq_set_checkpoint_hints(self, seq: int, positions: list):
         self._check(seq)
 
+    memory_bytes = 0
+
     def seq_pos(self, seq: int) -> int:
         self._check(seq)
         return len(self.seqs[seq].tokens)

@@ -147,5 +147,8 @@ def test_prompt_cache_flags():
     with pytest.raises(ArgError, match="non-negative"):
         P(["--checkpoint-min-step", "-1"])
     assert noop_notice(P(["-ctxcp", "4", "--cache-idle-slots"])) is None  # implemented: no "ignoring" notice
-    # quantized KV caches are not implemented: still reported, never silently accepted
-    assert "--cache-type-k" in P(["-ctk", "q8_0"]).unimplemented
+    # quantized KV caches: f16, bf16, q8_0, q4_0 are implemented; other types are reported, never silently accepted
+    p = P(["-ctk", "q8_0", "-ctv", "q4_0", "-ctkd", "bf16", "-ctvd", "q8_0"])
+    assert p.unimplemented == [] and (p.cache_type_k, p.cache_type_v) == ("q8_0", "q4_0")
+    p = P(["-ctk", "q5_1", "-ctvd", "iq4_nl"])
+    assert p.unimplemented == ["--cache-type-k", "--spec-draft-type-v"] and "--cache-type-k" in noop_notice(p)

@@ -38,6 +38,7 @@ void bind_state(nb::module_& m) {
 
 void def_context_cache(nb::class_<Context>& c) {
   c.def("set_checkpoints", &Context::set_checkpoints, nb::arg("n_max"), nb::arg("min_step"))
+      .def("set_cache_types", &Context::set_cache_types, nb::arg("k"), nb::arg("v"), nb::arg("draft_k"), nb::arg("draft_v"))
       .def("seq_set_checkpoint_hints", &Context::seq_set_checkpoint_hints, nb::arg("seq"), nb::arg("positions"))
       .def("seq_checkpoints", &Context::seq_checkpoints, nb::arg("seq"))
       .def("seq_state_get", [](const Context& ctx, int seq) {

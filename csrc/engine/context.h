@@ -94,6 +94,9 @@ class Context {
   // Positions of seq's current prompt worth a checkpoint (message starts); call after seq_begin.
   void seq_set_checkpoint_hints(int seq, std::vector<int32_t> pos);
   std::vector<std::pair<int32_t, size_t>> seq_checkpoints(int seq) const;  // (position, bytes)
+  // KV cache types (-ctk / -ctv, the MTP layer's --spec-draft-type-k / -v): "f16", "bf16", "q8_0", "q4_0".
+  // Only while no sequence holds anything (right after construction).
+  void set_cache_types(const std::string& k, const std::string& v, const std::string& draft_k, const std::string& draft_v);
   // Everything an idle seq holds, and putting such a state back (shapes checked, clear errors).
   SeqState seq_state_get(int seq) const;
   void seq_state_set(int seq, const SeqState& st);

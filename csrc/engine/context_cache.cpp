@@ -90,6 +90,21 @@ int32_t Context::ckpt_restore(int seq, int32_t n) {
   return c->pos();
 }
 
+namespace {
+ggml_type cache_type(const std::string& name, const char* flag) {
+  for (int t = 0; t < GGML_TYPE_COUNT; t++)
+    if (type_id_valid(t) && name == type_name((ggml_type)t)) return (ggml_type)t;
+  throw std::invalid_argument(std::string(flag) + ": unknown cache type '" + name + "'");
+}
+}  // namespace
+
+void Context::set_cache_types(const std::string& k, const std::string& v, const std::string& draft_k, const std::string& draft_v) {
+  for (int s = 0; s < n_seq(); s++)
+    if (seqs_[s].active || mem_->seq_pos(s) > 0) throw std::invalid_argument("KV cache types can only be set before any sequence holds tokens");
+  mem_->set_kv_types(cache_type(k, "--cache-type-k"), cache_type(v, "--cache-type-v"));
+  if (drafter_) drafter_->memory().set_kv_types(cache_type(draft_k, "--spec-draft-type-k"), cache_type(draft_v, "--spec-draft-type-v"));
+}
+
 SeqState Context::seq_state_get(int seq) const {
   check_seq(seq);
   const Seq& s = seqs_[seq];

@@ -54,7 +54,7 @@ size_t SeqState::bytes() const {
 // "END." at the end. Counts are checked against the bytes left, so a corrupt file cannot allocate.
 namespace {
 constexpr char kMagic[8] = {'P', 'Y', 'L', 'L', 'M', 'S', 'E', 'Q'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // 2: KV rows as bytes of the cache types
 
 struct Writer {
   FILE* f;
@@ -86,7 +86,7 @@ struct Reader {
     return v;
   }
   uint32_t count() { const uint32_t n = pod<uint32_t>(); if (n > 1u << 16) bad("too many layers"); return n; }
-  KVSnap kv() { KVSnap s; s.n = pod<int32_t>(); const uint32_t L = count(); s.k.resize(L); s.v.resize(L); for (uint32_t i = 0; i < L; i++) { s.k[i] = vec<uint16_t>(); s.v[i] = vec<uint16_t>(); } return s; }
+  KVSnap kv() { KVSnap s; s.n = pod<int32_t>(); const uint32_t L = count(); s.k.resize(L); s.v.resize(L); for (uint32_t i = 0; i < L; i++) { s.k[i] = vec<uint8_t>(); s.v[i] = vec<uint8_t>(); } return s; }
   RSSnap rs() { RSSnap s; s.pos = pod<int32_t>(); const uint32_t L = count(); s.conv.resize(L); s.ssm.resize(L); for (uint32_t i = 0; i < L; i++) { s.conv[i] = vec<float>(); s.ssm[i] = vec<float>(); } return s; }
 };
 

@@ -8,7 +8,7 @@ namespace pyllm {
 
 size_t KVSnap::bytes() const {
   size_t b = 0;
-  for (size_t i = 0; i < k.size(); i++) b += (k[i].size() + v[i].size()) * sizeof(uint16_t);
+  for (size_t i = 0; i < k.size(); i++) b += k[i].size() + v[i].size();
   return b;
 }
 
@@ -27,8 +27,8 @@ KVSnap save_kv(const Memory& mem, int seq, int32_t n) {
     const KVLayer& L = mem.kv[il];
     if (!L.n_embd_k) continue;
     const size_t o = (size_t)seq * mem.n_ctx_seq;
-    s.k[il].assign(L.k.begin() + o * L.n_embd_k, L.k.begin() + (o + n) * L.n_embd_k);
-    s.v[il].assign(L.v.begin() + o * L.n_embd_v, L.v.begin() + (o + n) * L.n_embd_v);
+    s.k[il].assign(L.k.begin() + o * L.k_row, L.k.begin() + (o + n) * L.k_row);
+    s.v[il].assign(L.v.begin() + o * L.v_row, L.v.begin() + (o + n) * L.v_row);
   }
   return s;
 }
@@ -87,8 +87,8 @@ void check_shape(const Memory& mem, const KVSnap* kv, const RSSnap* rs, const ch
       throw std::invalid_argument(std::string(what) + " state holds " + std::to_string(kv->n) + " positions, the context per slot is " + std::to_string(mem.n_ctx_seq));
     for (size_t il = 0; il < mem.kv.size(); il++) {
       const KVLayer& L = mem.kv[il];
-      if (kv->k[il].size() != (size_t)kv->n * L.n_embd_k || kv->v[il].size() != (size_t)kv->n * L.n_embd_v)
-        bad(il, "has KV rows of another size");
+      if (kv->k[il].size() != (size_t)kv->n * L.k_row || kv->v[il].size() != (size_t)kv->n * L.v_row)
+        bad(il, "has KV rows of another size (another model, or other -ctk / -ctv cache types)");
     }
   }
   if (rs) {

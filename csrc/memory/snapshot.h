@@ -16,7 +16,7 @@ namespace pyllm {
 
 struct KVSnap {
   int32_t n = 0;
-  std::vector<std::vector<uint16_t>> k, v;  // per layer [n][n_embd_k|v]
+  std::vector<std::vector<uint8_t>> k, v;  // per layer [n][k_row|v_row] (the layer's cache types)
   size_t bytes() const;
 };
 

@@ -98,6 +98,10 @@ class Engine:
                 f"{'no limit' if p.cache_ram_mib < 0 else f'{p.cache_ram_mib} MiB'}", "srv", "load_model")
         elif p.cache_idle_slots:
             log("--cache-idle-slots requires --cache-ram, disabling", "srv", "load_model", "W")
+        tk, tv, dk, dv = self.gen.cache_types
+        log(f"memory: {self.gen.ctx.memory_bytes / 2**20:.2f} MiB for {self.n_slots} slots "
+            f"({self.gen.ctx.memory_bytes / self.n_slots / 2**20:.2f} MiB per slot), KV cache K {tk}, V {tv}"
+            + (f", MTP layer K {dk}, V {dv}" if self.spec == "draft-mtp" else ""), "srv", "load_model")
         if p.n_ctx_checkpoints > 0 and self.model.recurrent:
             log(f"context checkpoints enabled, max = {p.n_ctx_checkpoints}, min spacing = {p.checkpoint_min_step}",
                 "srv", "load_model")
