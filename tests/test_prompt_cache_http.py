@@ -19,7 +19,10 @@ def chat(s, msgs, **kw):
     return d["choices"][0]["message"]["content"], d["timings"]
 
 
-@pytest.mark.parametrize("spec", SPEC, ids=["plain", "mtp"])
+Q8 = ["-ctk", "q8_0", "-ctv", "q8_0", "-ctkd", "q8_0", "-ctvd", "q8_0"]
+
+
+@pytest.mark.parametrize("spec", SPEC + [SPEC[1] + Q8], ids=["plain", "mtp", "mtp-q8_0-kv"])
 def test_alternating_conversations_never_reprocess(spec):
     with Server("-np", "1", "-c", "4096", "--no-slots", *spec) as s:
         convs = {k: [{"role": "system", "content": SYSTEM}, {"role": "user", "content": q}]
@@ -34,6 +37,7 @@ def test_alternating_conversations_never_reprocess(spec):
                 conv += [{"role": "assistant", "content": text}, {"role": "user", "content": f"And then {turn}?"}]
         out = s.output()
         assert "prompt cache: saved" in out and "context checkpoints:" in out
+        assert ("KV cache K q8_0, V q8_0, MTP layer K q8_0, V q8_0" in out) == ("q8_0" in spec)
 
 
 def test_without_ram_cache_a_returning_conversation_reprocesses_its_turns():
