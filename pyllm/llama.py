@@ -40,8 +40,20 @@ _UNSUPPORTED = {"vocab_only": False, "kv_overrides": None, "rope_scaling_type": 
                 "attention_type": -1, "rope_freq_base": 0.0, "rope_freq_scale": 0.0, "yarn_ext_factor": -1.0,
                 "yarn_attn_factor": 1.0, "yarn_beta_fast": 32.0, "yarn_beta_slow": 1.0, "yarn_orig_ctx": 0,
                 "logits_all": False, "embedding": False, "lora_base": None, "lora_scale": 1.0, "lora_path": None,
-                "chat_handler": None, "draft_model": None, "tokenizer": None, "type_k": None, "type_v": None,
+                "chat_handler": None, "draft_model": None, "tokenizer": None,
                 "spm_infill": False}
+
+
+_KV_TYPE_IDS = {1: "f16", 30: "bf16", 8: "q8_0", 2: "q4_0"}  # GGML type ids (llama-cpp-python's type_k / type_v)
+
+
+def _kv_type(name: str, value) -> str:
+    if value is None:
+        return "f16"
+    if value not in _KV_TYPE_IDS:
+        raise ValueError(f"Llama: {name}={value!r} is not supported by pyllm (GGML type ids: "
+                         + ", ".join(f"{i} = {n}" for i, n in _KV_TYPE_IDS.items()) + ")")
+    return _KV_TYPE_IDS[value]
 
 
 def _check_unsupported(where: str, **given):
@@ -75,7 +87,7 @@ class Llama:
                  n_threads: Optional[int] = None, n_threads_batch: Optional[int] = None,
                  seed: int = LLAMA_DEFAULT_SEED, chat_format: Optional[str] = None, last_n_tokens_size: int = 64,
                  verbose: bool = True, spec_type: str = "none", spec_draft_n_max: int = 3, spec_draft_n_min: int = 0,
-                 spec_draft_p_min: float = 0.0, **kwargs):
+                 spec_draft_p_min: float = 0.0, type_k: Optional[int] = None, type_v: Optional[int] = None, **kwargs):
         for name, value in kwargs.items():
             if name in _CPU_NOOPS:
                 if value != _CPU_NOOPS[name]:
@@ -101,9 +113,11 @@ class Llama:
         self.spec_type = spec_type
         self._seed = seed
         self._model = Model(model_path, load_mtp=(spec_type == "draft-mtp"))
+        tk, tv = _kv_type("type_k", type_k), _kv_type("type_v", type_v)
         self._gen = Generator(self._model, n_ctx, 1, n_batch=n_batch, n_ubatch=n_ubatch,
                               n_threads=n_threads or default_threads(), spec_type=spec_type, n_max=spec_draft_n_max,
-                              n_min=spec_draft_n_min, p_min=spec_draft_p_min)
+                              n_min=spec_draft_n_min, p_min=spec_draft_p_min, cache_type_k=tk, cache_type_v=tv,
+                              draft_type_k=tk, draft_type_v=tv)
         self._chat_template = resolve_chat_template(CHAT_FORMATS.get(chat_format) if chat_format else None,
                                                     {"tokenizer.chat_template": self._model.chat_template})
         m = self._model

@@ -76,3 +76,12 @@ def test_cache_type_errors_and_states():
     r = [ev.data for ev in g2.run(Request(prompt=m.tokenize(TEXT), sampling={"temperature": 0}, n_predict=4))
          if ev.kind == "done"][0]
     assert r["n_cached"] == len(m.tokenize(TEXT)) - 1
+
+
+def test_llama_type_k_type_v():
+    from pyllm import Llama
+    a = Llama(QWEN, n_ctx=256, n_threads=1, verbose=False, type_k=8, type_v=8)  # GGML_TYPE_Q8_0
+    b = Llama(QWEN, n_ctx=256, n_threads=1, verbose=False, spec_type="draft-mtp", type_k=8, type_v=8)
+    ta = a(TEXT, max_tokens=12, temperature=0)["choices"][0]["text"]
+    assert ta == b(TEXT, max_tokens=12, temperature=0)["choices"][0]["text"]
+    assert a._gen.cache_types == ("q8_0", "q8_0", "q8_0", "q8_0")
