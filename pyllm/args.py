@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from .flags import (CACHE_TYPES, OPTIONS, SPEC_TYPES, SUPPORTED_SPEC_TYPES, TOOLS, ArgError, Opt,  # noqa: F401 (API)
+from .flags import (CACHE_TYPES, KV_CACHE_TYPES, OPTIONS, SPEC_TYPES, SUPPORTED_SPEC_TYPES, TOOLS, ArgError, Opt,  # noqa: F401 (API)
                     _api_key, _falsey, _spec_type, _stof, _stoi, _truthy)
 
 DEFAULT_SAMPLERS = ["penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature"]
@@ -44,6 +44,9 @@ class Params:
     cache_prompt: bool = True
     cache_reuse: int = 0
     cache_ram_mib: int = 8192
+    cache_idle_slots: bool = True
+    n_ctx_checkpoints: int = 32
+    checkpoint_min_step: int = 8192
     cache_type_k: str = "f16"
     cache_type_v: str = "f16"
     flash_attn: str = "auto"
@@ -352,7 +355,9 @@ def _postprocess(p: Params, tool: str):
     # accepted for compatibility, not implemented: warned about by noop_notice, never silently dropped
     for on, name in ((p.use_mlock, "--mlock"), (not p.use_mmap, "--no-mmap"), (p.cache_reuse > 0, "--cache-reuse"),
                      (p.context_shift, "--context-shift"), (p.conversation == "on", "--conversation"),
-                     (p.cache_type_k != "f16", "--cache-type-k"), (p.cache_type_v != "f16", "--cache-type-v")):
+                     (p.cache_type_k not in KV_CACHE_TYPES, "--cache-type-k"), (p.cache_type_v not in KV_CACHE_TYPES, "--cache-type-v"),
+                     (p.spec_draft_type_k not in KV_CACHE_TYPES, "--spec-draft-type-k"),
+                     (p.spec_draft_type_v not in KV_CACHE_TYPES, "--spec-draft-type-v")):
         if on and name not in p.unimplemented:
             p.unimplemented.append(name)
     _spec_notes(p)
@@ -386,6 +391,8 @@ def check_supported(p: Params):
                            f"(supported: {', '.join(SUPPORTED_SPEC_TYPES)})")
     if p.static_path and not os.path.isdir(p.static_path):
         raise ArgError(f"error: --path '{p.static_path}' is not a directory")
+    if p.slot_save_path and not os.path.isdir(p.slot_save_path):
+        raise ArgError(f"error: --slot-save-path '{p.slot_save_path}' is not a directory")
     types = p.spec_type.split(",")
     if p.spec_draft_model and "draft-simple" not in types:
         raise ArgError("error: --spec-draft-model needs --spec-type draft-simple (pyllm's draft-mtp uses the target's "

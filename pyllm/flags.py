@@ -20,6 +20,7 @@ SPEC_TYPES = (
 SUPPORTED_SPEC_TYPES = ("none", "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache", "draft-simple",
                         "draft-mtp")
 CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+KV_CACHE_TYPES = ("f16", "bf16", "q8_0", "q4_0")  # the ones the core's attention holds (others: warned, f16)
 
 
 class ArgError(ValueError):
@@ -184,6 +185,13 @@ def _cache_type(dest):
     return fn
 
 
+def _checkpoint_min_step(p: Params, v: str):
+    n = _stoi(v)
+    if n < 0:
+        raise ArgError("checkpoint-min-step must be non-negative")
+    p.checkpoint_min_step = n
+
+
 def _removed(msg):
     def fn(p, v):
         raise ArgError("the argument has been removed. " + msg)
@@ -273,6 +281,12 @@ OPTIONS: list = [
     Opt(("--cache-prompt",), "bool", "cache_prompt", env="LLAMA_ARG_CACHE_PROMPT", neg=("--no-cache-prompt",)),
     Opt(("--cache-reuse",), "int", "cache_reuse", env="LLAMA_ARG_CACHE_REUSE"),
     Opt(("-cram", "--cache-ram"), "int", "cache_ram_mib", env="LLAMA_ARG_CACHE_RAM"),
+    Opt(("-ctxcp", "--ctx-checkpoints", "--swa-checkpoints"), "int", "n_ctx_checkpoints", env="LLAMA_ARG_CTX_CHECKPOINTS",
+        help="max number of context checkpoints (recurrent-state copies) per slot (default: 32)"),
+    Opt(("-cms", "--checkpoint-min-step"), "custom", env="LLAMA_ARG_CHECKPOINT_MIN_SPACING_NT", fn=_checkpoint_min_step,
+        tools=GS, help="minimum spacing between context checkpoints in tokens (default: 8192, 0 = no minimum)"),
+    Opt(("--cache-idle-slots",), "bool", "cache_idle_slots", env="LLAMA_ARG_CACHE_IDLE_SLOTS", neg=("--no-cache-idle-slots",),
+        tools=S, help="save idle slots to the prompt cache on a new task (default: enabled, requires --cache-ram)"),
     Opt(("-ctk", "--cache-type-k"), "custom", env="LLAMA_ARG_CACHE_TYPE_K", fn=_cache_type("cache_type_k")),
     Opt(("-ctv", "--cache-type-v"), "custom", env="LLAMA_ARG_CACHE_TYPE_V", fn=_cache_type("cache_type_v")),
     Opt(("--swa-full",), "flag", "swa_full", env="LLAMA_ARG_SWA_FULL"),
@@ -434,8 +448,6 @@ OPTIONS: list = [
     Opt(("--check-tensors",), "ignore", value=False),
     Opt(("-sps", "--slot-prompt-similarity"), "ignore", tools=S),
     Opt(("--no-mmproj", "--no-mmproj-auto"), "ignore", value=False, tools=S),
-    Opt(("-ctxcp", "--ctx-checkpoints", "--swa-checkpoints"), "ignore", env="LLAMA_ARG_CTX_CHECKPOINTS"),
-    Opt(("--cache-idle-slots",), "ignore", value=False, neg=("--no-cache-idle-slots",), tools=S),
     Opt(("--skip-chat-parsing",), "ignore", value=False, neg=("--no-skip-chat-parsing",)),
     # logging
     Opt(("-lv", "--verbosity", "--log-verbosity"), "int", "verbosity", env="LLAMA_ARG_LOG_VERBOSITY"),

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
 from .detok import TextStream
+from .flags import KV_CACHE_TYPES
 from .model import Model
 from .sampling import seq_params
 
@@ -72,6 +73,29 @@ class _Seq:
         self.t_first: Optional[float] = None
 
 
+def kv_cache_types(p) -> dict:
+    """The KV cache types of parsed flags; a type the core does not hold stays f16 (args warns about it)."""
+    pick = lambda t: t if t in KV_CACHE_TYPES else "f16"
+    return {"cache_type_k": pick(p.cache_type_k), "cache_type_v": pick(p.cache_type_v),
+            "draft_type_k": pick(p.spec_draft_type_k), "draft_type_v": pick(p.spec_draft_type_v)}
+
+
+# tokens that open a chat message in the templates pyllm knows (ChatML, Gemma, Llama 3)
+_TURN_START_TOKENS = ("<|im_start|>", "<start_of_turn>", "<|start_header_id|>")
+
+
+def _turn_start_ids(model: Model) -> frozenset:
+    ids = set()
+    for name in _TURN_START_TOKENS:
+        try:
+            t = model.tokenize(name, add_special=False, parse_special=True)
+        except Exception:
+            continue
+        if len(t) == 1:
+            ids.add(t[0])
+    return frozenset(ids)
+
+
 def logprob(p: float) -> float:
     """log(p), -inf for 0 (JSON writers turn it into null)."""
     return math.log(p) if p > 0 else float("-inf")
@@ -107,7 +131,9 @@ class Generator:
     def __init__(self, model: Model, n_ctx: int = 0, n_seq: int = 1, n_batch: int = 2048, n_ubatch: int = 512,
                  n_threads: int = 0, spec_type: str = "none", n_max: int = 3, n_min: int = 0, p_min: float = 0.0,
                  synth_len: float = -1.0, synth_rates=(), ngram: Optional[dict] = None,
-                 draft_model: Optional[Model] = None, draft_threads: int = 0):
+                 draft_model: Optional[Model] = None, draft_threads: int = 0, ctx_checkpoints: int = 32,
+                 checkpoint_min_step: int = 8192, cache_type_k: str = "f16", cache_type_v: str = "f16",
+                 draft_type_k: str = "f16", draft_type_v: str = "f16"):
         self.model = model
         self.n_ctx = n_ctx if n_ctx > 0 else (model.n_ctx_train or 4096)  # 0: the model's training context
         self.n_threads = n_threads if n_threads > 0 else default_threads()
@@ -121,6 +147,13 @@ class Generator:
                                       draft_model=draft_model._m if draft_model is not None else None,
                                       draft_threads=draft_threads if draft_threads > 0 else self.n_threads)
         self.draft_model = draft_model  # draft-simple's model (-md), kept alive with the context
+        # context checkpoints (llama.cpp's --ctx-checkpoints / --checkpoint-min-step): the core keeps
+        # recurrent-state copies so a prompt sharing a prefix reuses it on hybrid models too
+        self.ctx.set_checkpoints(max(0, int(ctx_checkpoints)), int(checkpoint_min_step))
+        self.cache_types = (cache_type_k, cache_type_v, draft_type_k, draft_type_v)
+        if any(t != "f16" for t in self.cache_types):  # quantized KV (-ctk / -ctv, the MTP layer's -ctkd / -ctvd)
+            self.ctx.set_cache_types(*self.cache_types)
+        self._turn_ids = _turn_start_ids(model)
         self.n_seq = n_seq
         self.n_ctx_seq = int(getattr(self.ctx, "n_ctx_seq", self.n_ctx // n_seq))
         self.held = [[] for _ in range(n_seq)]   # the tokens each sequence's memory holds (prompt + generated)
@@ -137,7 +170,8 @@ class Generator:
                    spec_type=p.spec_type if p.speculative else "none", n_max=p.spec_draft_n_max,
                    n_min=p.spec_draft_n_min, p_min=p.spec_draft_p_min, synth_len=p.spec_synth_len,
                    synth_rates=p.spec_synth_rates, ngram=p.spec_ngram(), draft_model=draft,
-                   draft_threads=p.spec_draft_threads)
+                   draft_threads=p.spec_draft_threads, ctx_checkpoints=p.n_ctx_checkpoints,
+                   checkpoint_min_step=p.checkpoint_min_step, **kv_cache_types(p))
 
     # ---------------------------------------------------------------- sequences
     def begin(self, seq: int, req: Request) -> int:
@@ -149,6 +183,8 @@ class Generator:
             self.ctx.seq_clear(seq)
             self.held[seq] = []
         n_cached = int(self.ctx.seq_begin(self.model._m, seq, req.prompt, params))
+        if self._turn_ids:  # message starts: where a later prompt of the same conversation may diverge
+            self.ctx.seq_set_checkpoint_hints(seq, [i for i, t in enumerate(req.prompt) if t in self._turn_ids and i > 0])
         self._seqs[seq] = _Seq(req, self.model, n_cached)
         self.held[seq] = list(req.prompt)
         if req.constraint is not None:
@@ -196,6 +232,21 @@ class Generator:
         self.cancel(seq)
         self.ctx.seq_clear(seq)
         self.held[seq] = []
+
+    # ---------------------------------------------------------------- prompt cache
+    def state_get(self, seq: int):
+        """A copy of everything idle `seq` holds (the core's SeqState: tokens, KV, recurrent state,
+        context checkpoints, the MTP layer's memory)."""
+        return self.ctx.seq_state_get(seq)
+
+    def state_set(self, seq: int, state) -> None:
+        """Put a SeqState back on idle `seq` (ValueError when it does not fit this model / context)."""
+        self.ctx.seq_state_set(seq, state)
+        self.held[seq] = list(state.tokens)
+
+    def checkpoints(self, seq: int) -> list:
+        """(position, bytes) of the context checkpoints `seq` holds."""
+        return list(self.ctx.seq_checkpoints(seq))
 
     # ---------------------------------------------------------------- the loop
     def step(self) -> list:

@@ -41,8 +41,20 @@ _UNSUPPORTED = {"vocab_only": False, "kv_overrides": None, "rope_scaling_type": 
                 "attention_type": -1, "rope_freq_base": 0.0, "rope_freq_scale": 0.0, "yarn_ext_factor": -1.0,
                 "yarn_attn_factor": 1.0, "yarn_beta_fast": 32.0, "yarn_beta_slow": 1.0, "yarn_orig_ctx": 0,
                 "logits_all": False, "embedding": False, "lora_base": None, "lora_scale": 1.0, "lora_path": None,
-                "chat_handler": None, "draft_model": None, "tokenizer": None, "type_k": None, "type_v": None,
+                "chat_handler": None, "draft_model": None, "tokenizer": None,
                 "spm_infill": False}
+
+
+_KV_TYPE_IDS = {1: "f16", 30: "bf16", 8: "q8_0", 2: "q4_0"}  # GGML type ids (llama-cpp-python's type_k / type_v)
+
+
+def _kv_type(name: str, value) -> str:
+    if value is None:
+        return "f16"
+    if value not in _KV_TYPE_IDS:
+        raise ValueError(f"Llama: {name}={value!r} is not supported by pyllm (GGML type ids: "
+                         + ", ".join(f"{i} = {n}" for i, n in _KV_TYPE_IDS.items()) + ")")
+    return _KV_TYPE_IDS[value]
 
 
 def _check_unsupported(where: str, **given):
@@ -80,7 +92,8 @@ class Llama:
                  n_threads: Optional[int] = None, n_threads_batch: Optional[int] = None,
                  seed: int = LLAMA_DEFAULT_SEED, chat_format: Optional[str] = None, last_n_tokens_size: int = 64,
                  verbose: bool = True, spec_type: str = "none", spec_draft_n_max: int = 3, spec_draft_n_min: int = 0,
-                 spec_draft_p_min: float = 0.0, spec_ngram: Optional[dict] = None, **kwargs):
+                 spec_draft_p_min: float = 0.0, spec_ngram: Optional[dict] = None, type_k: Optional[int] = None,
+                 type_v: Optional[int] = None, **kwargs):
         for name, value in kwargs.items():
             if name in _CPU_NOOPS:
                 if value != _CPU_NOOPS[name]:
@@ -108,9 +121,11 @@ class Llama:
         self.spec_type = spec_type
         self._seed = seed
         self._model = Model(model_path, load_mtp=uses_mtp(spec_type))
+        tk, tv = _kv_type("type_k", type_k), _kv_type("type_v", type_v)
         self._gen = Generator(self._model, n_ctx, 1, n_batch=n_batch, n_ubatch=n_ubatch,
                               n_threads=n_threads or default_threads(), spec_type=spec_type, n_max=spec_draft_n_max,
-                              n_min=spec_draft_n_min, p_min=spec_draft_p_min, ngram=spec_ngram)
+                              n_min=spec_draft_n_min, p_min=spec_draft_p_min, ngram=spec_ngram, cache_type_k=tk,
+                              cache_type_v=tv, draft_type_k=tk, draft_type_v=tv)
         self._chat_template = resolve_chat_template(CHAT_FORMATS.get(chat_format) if chat_format else None,
                                                     {"tokenizer.chat_template": self._model.chat_template})
         m = self._model
@@ -158,6 +173,20 @@ class Llama:
         """Forget the evaluated tokens: the next call evaluates its whole prompt."""
         self._close_active()
         self._gen.clear(0)
+
+    def save_state(self) -> "LlamaState":
+        """llama-cpp-python's save_state: a copy of everything the context holds (the evaluated tokens, KV,
+        recurrent state, context checkpoints, the MTP layer's memory); load_state puts it back, and a call whose
+        prompt extends those tokens evaluates only the rest."""
+        self._close_active()
+        return LlamaState(self._gen.state_get(0), self._seed)
+
+    def load_state(self, state: "LlamaState") -> None:
+        """Put a save_state() copy back (ValueError when it comes from another model or context shape)."""
+        if not isinstance(state, LlamaState):
+            raise TypeError(f"load_state expects a LlamaState from save_state(), got {type(state).__name__}")
+        self._close_active()
+        self._gen.state_set(0, state._state)
 
     def close(self):
         self._close_active()
@@ -407,6 +436,18 @@ class Llama:
         if fin is not None:
             reason = chat_finish_reason(fin["stop_type"], len(out.tool_calls))
             yield _Final(shapes.chat_chunk({}, None, reason), fin, out.message())
+
+
+class LlamaState:
+    """What Llama.save_state() returns (llama-cpp-python's LlamaState fields that apply: input_ids, n_tokens,
+    llama_state_size, seed); the state itself is the core's opaque SeqState."""
+
+    def __init__(self, state, seed):
+        self._state = state
+        self.input_ids = list(state.tokens)
+        self.n_tokens = int(state.n_tokens)
+        self.llama_state_size = int(state.nbytes)
+        self.seed = seed
 
 
 class _Final(dict):

@@ -29,6 +29,7 @@ class Model:
         self.desc: str = m.desc
         self.ftype: str = getattr(m, "ftype", None) or m.desc
         self.has_mtp: bool = bool(m.has_mtp)
+        self.recurrent: bool = bool(getattr(m, "recurrent", False))  # a prefix is recoverable only at saved states
         self.file_has_mtp: bool = bool(getattr(m, "file_has_mtp", m.has_mtp))
         self.bos: int = int(m.bos)
         self.eos: int = int(m.eos)

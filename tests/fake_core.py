@@ -102,6 +102,30 @@ class _Seq:
         self.stats = {}
 
 
+class SeqState:
+    """The stand-in's saved sequence: its tokens (file format: a JSON line of header, then the tokens)."""
+
+    def __init__(self, tokens: list):
+        self.tokens = tokens
+        self.n_tokens = len(tokens)
+        self.nbytes = 4 * len(tokens) + 64
+        self.has_mtp = False
+        self.checkpoints = []
+
+    def write(self, path: str, header: str):
+        import json
+        with open(path + ".tmp", "w") as f:
+            f.write(header.replace("\n", " ") + "\n" + json.dumps(self.tokens))
+        os.replace(path + ".tmp", path)
+
+    @staticmethod
+    def read(path: str):
+        import json
+        with open(path) as f:
+            header, body = f.read().split("\n", 1)
+        return SeqState(json.loads(body)), header.encode()
+
+
 class Context:
     def __init__(self, model: Model, n_ctx: int, n_seq: int, n_batch: int = 2048, n_ubatch: int = 512,
                  n_threads: int = 2, spec_type: str = "none", n_max: int = 3, n_min: int = 0, p_min: float = 0.0,
@@ -242,6 +266,38 @@ class Context:
         self.seq_end(seq)
         self.seqs[seq].tokens = []
 
+    # the prompt cache: checkpoints are the real core's concern (no recurrent state here); a state is the tokens
+    def set_checkpoints(self, n_max: int, min_step: int):
+        if n_max < 0 or min_step < 0:
+            raise ValueError("checkpoint settings must be >= 0")
+
+    def seq_set_checkpoint_hints(self, seq: int, positions: list):
+        self._check(seq)
+
+    memory_bytes = 0
+
+    def seq_pos(self, seq: int) -> int:
+        self._check(seq)
+        return len(self.seqs[seq].tokens)
+
+    def seq_checkpoints(self, seq: int) -> list:
+        self._check(seq)
+        return []
+
+    def seq_state_get(self, seq: int):
+        self._check(seq)
+        if self.seqs[seq].active:
+            raise ValueError(f"sequence {seq} is busy")
+        return SeqState(list(self.seqs[seq].tokens))
+
+    def seq_state_set(self, seq: int, state):
+        self._check(seq)
+        if self.seqs[seq].active:
+            raise ValueError(f"sequence {seq} is busy")
+        if len(state.tokens) >= self.n_ctx_seq:
+            raise ValueError("the saved state does not fit the context")
+        self.seqs[seq].tokens = list(state.tokens)
+
     def acceptance_line(self, seq: int) -> str:
         st = self.seqs[seq].stats
         gen, acc, nv = st.get("n_draft", 0), st.get("n_draft_accepted", 0), st.get("n_verif_steps", 0)
@@ -263,7 +319,7 @@ class Context:
 def install():
     """Make `pyllm._core`-like attributes available: returns a module-like namespace."""
     import types
-    m = types.SimpleNamespace(Model=Model, Context=Context, GGUFError=GGUFError, SamplerParams=SamplerParams,
+    m = types.SimpleNamespace(Model=Model, Context=Context, SeqState=SeqState, GGUFError=GGUFError, SamplerParams=SamplerParams,
                               SeqParams=SeqParams, check_spec_params=check_spec_params, SpecNgramParams=SpecNgramParams,
                               sampler_types_from_names=sampler_types_from_names,
                               sampler_types_from_chars=sampler_types_from_chars, sampler_type_name=sampler_type_name)

@@ -135,3 +135,21 @@ def test_tools_differ():
     with pytest.raises(ArgError):
         P(["-p", "hi"], "server")
     assert P(["-r", "3"], "bench").n_repetitions == 3
+
+
+def test_prompt_cache_flags():
+    p = P([])
+    assert p.n_ctx_checkpoints == 32 and p.checkpoint_min_step == 8192 and p.cache_ram_mib == 8192 and p.cache_idle_slots
+    p = P(["-ctxcp", "4", "-cms", "256", "-cram", "-1", "--no-cache-idle-slots"])
+    assert (p.n_ctx_checkpoints, p.checkpoint_min_step, p.cache_ram_mib, p.cache_idle_slots) == (4, 256, -1, False)
+    p = P([], env={"LLAMA_ARG_CTX_CHECKPOINTS": "2", "LLAMA_ARG_CHECKPOINT_MIN_SPACING_NT": "0"})
+    assert (p.n_ctx_checkpoints, p.checkpoint_min_step) == (2, 0)
+    assert P(["--swa-checkpoints", "3"], "generate").n_ctx_checkpoints == 3
+    with pytest.raises(ArgError, match="non-negative"):
+        P(["--checkpoint-min-step", "-1"])
+    assert noop_notice(P(["-ctxcp", "4", "--cache-idle-slots"])) is None  # implemented: no "ignoring" notice
+    # quantized KV caches: f16, bf16, q8_0, q4_0 are implemented; other types are reported, never silently accepted
+    p = P(["-ctk", "q8_0", "-ctv", "q4_0", "-ctkd", "bf16", "-ctvd", "q8_0"])
+    assert p.unimplemented == [] and (p.cache_type_k, p.cache_type_v) == ("q8_0", "q4_0")
+    p = P(["-ctk", "q5_1", "-ctvd", "iq4_nl"])
+    assert p.unimplemented == ["--cache-type-k", "--spec-draft-type-v"] and "--cache-type-k" in noop_notice(p)

@@ -218,7 +218,7 @@ def test_sampling_params(llm):
 
 @pytest.mark.parametrize("kwargs,exc,name", [
     ({"lora_path": "x.bin"}, ValueError, "lora_path"), ({"embedding": True}, ValueError, "embedding"),
-    ({"draft_model": object()}, ValueError, "draft_model"), ({"type_k": 8}, ValueError, "type_k"),
+    ({"draft_model": object()}, ValueError, "draft_model"), ({"type_k": 6}, ValueError, "type_k"),
     ({"bogus_arg": 1}, TypeError, "bogus_arg"), ({"chat_format": "nope"}, ValueError, "chat_format"),
     ({"spec_type": "draft-eagle3"}, ValueError, "spec_type")])
 def test_unsupported_constructor_args(kwargs, exc, name):

@@ -51,7 +51,7 @@ def test_defaults_and_lists():
 
 @pytest.mark.parametrize("argv,msg", [
     (["--bogus"], "--bogus"), (["-ngl", "99"], "-ngl"), (["-fa", "1"], "flash-attention"),
-    (["-ctk", "q8_0"], "f16 only"), (["-ctv", "q4_2"], "-ctv"), (["-o", "xml"], "xml"), (["-r", "0"], "-r"),
+    (["-ctk", "q5_1"], "KV cache holds"), (["-ctv", "q4_2"], "-ctv"), (["-o", "xml"], "xml"), (["-r", "0"], "-r"),
     (["-p"], "missing value"), (["-p", "1-x"], "-p"), (["-pg", "8"], "-pg"), (["-pg", "a,b"], "-pg"),
     (["-t", "0"], "n_threads"), (["-b", "0"], "n_batch"), (["--delay", "-1"], "--delay"),
     (["--spec-draft-n-max", "3"], "--spec-draft-n-max"), (["-C", "0x1"], "CPU masks"), (["-hf", "x/y"], "-hf")])

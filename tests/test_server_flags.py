@@ -10,8 +10,8 @@ from pyllm.args import ArgError, check_supported, noop_notice, parse_args
 from server_util import ROOT, Server, free_port
 
 UNIMPLEMENTED = [(["--mlock"], "--mlock"), (["--no-mmap"], "--no-mmap"), (["--cache-reuse", "256"], "--cache-reuse"),
-                 (["--context-shift"], "--context-shift"), (["-ctk", "q8_0"], "--cache-type-k"),
-                 (["-ctv", "q8_0"], "--cache-type-v")]
+                 (["--context-shift"], "--context-shift"), (["-ctk", "q5_1"], "--cache-type-k"),
+                 (["-ctv", "iq4_nl"], "--cache-type-v")]
 
 
 @pytest.mark.parametrize("argv,name", UNIMPLEMENTED)
@@ -58,7 +58,7 @@ def test_server_unknown_chat_template_exits_1():
 @pytest.fixture(scope="module")
 def srv():
     s = Server("-c", "2048", "-np", "4", "--mlock", "--no-mmap", "--context-shift", "--cache-reuse", "64",
-               "-ctk", "q8_0", "--embeddings")
+               "-ctk", "q5_1", "--embeddings")
     yield s
     s.stop()
 

@@ -59,6 +59,7 @@ nb::dict stats_dict(const SeqStats& st) {
   d["n_draft"] = st.n_draft; d["n_draft_accepted"] = st.n_draft_accepted; d["n_verif_steps"] = st.n_verif_steps;
   d["n_accepted_per_pos"] = st.n_accepted_per_pos;
   d["drafters"] = drafters_list(st.drafters);
+  d["ckpt_restored"] = st.ckpt_restored;
   return d;
 }
 }  // namespace
@@ -142,6 +143,7 @@ void bind_model(nb::module_& m) {
       .def_prop_ro("n_layer", [](const PyModel& p) { return p.m->n_layer; })
       .def_prop_ro("n_ctx_train", [](const PyModel& p) { return p.m->n_ctx_train; })
       .def_prop_ro("has_mtp", [](const PyModel& p) { return p.m->has_mtp(); })
+      .def_prop_ro("recurrent", [](const PyModel& p) { return p.m->recurrent; })
       .def_prop_ro("file_has_mtp", [](const PyModel& p) { return p.m->file_has_mtp(); })
       .def_prop_ro("desc", [](const PyModel& p) { return p.m->desc; })
       .def_prop_ro("size_bytes", [](const PyModel& p) { return p.m->size_bytes; })
@@ -183,7 +185,9 @@ void bind_model(nb::module_& m) {
         return nb::str(v->str.data(), v->str.size());
       });
 
-  nb::class_<Context>(m, "Context")
+  nb::class_<Context> ctx_cls(m, "Context");
+  def_context_cache(ctx_cls);
+  ctx_cls
       .def("__init__", [](Context* self, PyModel& model, int n_ctx, int n_seq, int n_batch, int n_ubatch, int n_threads,
                           const std::string& spec_type, int n_max, int n_min, float p_min, double synth_len, std::vector<double> synth_rates,
                           const NgramParams& ngram, const PyModel* draft_model, int draft_threads, int max_planes) {

@@ -12,6 +12,9 @@ void bind_tokenizer(nb::module_& m);
 void bind_sampling(nb::module_& m);
 void bind_model(nb::module_& m);
 void bind_bench(nb::module_& m);
+void bind_state(nb::module_& m);
+class Context;
+void def_context_cache(nb::class_<Context>& c);  // Context's prompt-cache methods (bind_state.cpp)
 struct GGUFValue;
 nb::object value_to_py(const GGUFValue& v);  // GGUF metadata value -> Python object
 }  // namespace pyllm

@@ -6,6 +6,7 @@ NB_MODULE(_core, m) {
   pyllm::bind_quants(m);
   pyllm::bind_tokenizer(m);
   pyllm::bind_sampling(m);
+  pyllm::bind_state(m);
   pyllm::bind_model(m);
   pyllm::bind_bench(m);
 }

@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "cpu/ops.h"
 #include "ggml/fp16.h"
+#include "ggml/types.h"
 #include "ggml/vec_dot_ggml.h"
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -216,14 +219,75 @@ static float fa_row(const FaRow& a) {
 void fa_ref_mad_h(uint16_t* y, const uint16_t* x, float v, int n) { fa_mad_h(y, x, v, n); }
 void fa_ref_scale_h(uint16_t* y, float v, int n) { fa_scale_h(y, v, n); }
 
+// -ctk / -ctv other than f16 (ggml's one_chunk kernel for those types): K rows are stored with the type's CPU
+// quantizer, Q is converted to K's vec_dot type and scored with its vec_dot; a non-f16 V row is dequantized
+// to f32 and accumulated in f32 (ggml_vec_scale_f32 / ggml_vec_mad_f32), an f16 V as above. Per (row, head)
+// as the f16 kernel, so results do not depend on the batch either.
+static from_float_fn kv_quantizer(ggml_type t) {
+  const type_traits& tt = get_type_traits(t);
+  return tt.from_float_act ? tt.from_float_act : tt.from_float;
+}
+
+struct FaRowT {
+  const uint8_t* k;
+  const uint8_t* v;
+  size_t kstride, vstride;  // bytes between positions
+  int n;
+  const void* qk;           // Q in K's vec_dot type (f16 bits for an f16 K)
+  ggml_type tk, tv;
+  uint16_t* acc16;          // f16 V: the f16 accumulator
+  float* acc32;             // other V: the f32 accumulator
+  float* v32;               // scratch [Dv]
+  int Dk, Dv;
+  float kq_scale, softcap;
+};
+
+static float fa_row_typed(const FaRowT& a) {
+  const type_traits& tkt = get_type_traits(a.tk);
+  const type_traits& tvt = get_type_traits(a.tv);
+  const bool v16 = a.tv == GGML_TYPE_F16;
+  float S = 0.0f, M = -INFINITY;
+  if (v16) std::fill_n(a.acc16, a.Dv, (uint16_t)0); else std::fill_n(a.acc32, a.Dv, 0.0f);
+  for (int j = 0; j < a.n; j++) {
+    const uint8_t* kr = a.k + j * a.kstride;
+    float s;
+    if (a.tk == GGML_TYPE_F16) s = ggml_dot_f16((const uint16_t*)kr, (const uint16_t*)a.qk, a.Dk);
+    else tkt.vec_dot(a.Dk, &s, kr, a.qk);
+    s = s * a.kq_scale;
+    if (a.softcap > 0) s = a.softcap * std::tanh(s);
+    float ms = 1.0f, vs = 1.0f;
+    if (s > M) {
+      const float Mold = M;
+      M = s;
+      ms = std::exp(Mold - M);
+      if (v16) fa_scale(a.acc16, ms, a.Dv);
+      else for (int i = 0; i < a.Dv; i++) a.acc32[i] *= ms;
+    } else {
+      vs = std::exp(s - M);
+    }
+    const uint8_t* vr = a.v + j * a.vstride;
+    if (v16) {
+      fa_mad(a.acc16, (const uint16_t*)vr, vs, a.Dv);
+    } else {
+      tvt.to_float(vr, a.v32, a.Dv);
+      ggml_mad_f32(a.acc32, a.v32, vs, a.Dv);
+    }
+    S = std::fma(S, ms, vs);
+  }
+  return S;
+}
+
 void attention(ThreadPool& tp, Memory& mem, int il, const ForwardIn& in, const float* q, const float* k,
                const float* v, float* out, const AttnParams& p) {
   const int n = in.n;
   const int64_t nk = (int64_t)p.Hkv * p.Dk, nv = (int64_t)p.Hkv * p.Dv;
+  const KVLayer& L = mem.kv[il];
+  if (L.tk != GGML_TYPE_F16 || L.tv != GGML_TYPE_F16)
+    return attention_typed(tp, mem, il, in, q, k, v, out, p);
   for (int r = 0; r < n; r++) {
     if (in.pos[r] >= mem.n_ctx_seq) throw std::runtime_error("position " + std::to_string(in.pos[r]) + " beyond the context size");
-    store_f16(mem.k_ptr(il, in.seq[r], in.pos[r]), k + r * nk, (int)nk);
-    store_f16(mem.v_ptr(il, in.seq[r], in.pos[r]), v + r * nv, (int)nv);
+    store_f16((uint16_t*)mem.k_ptr(il, in.seq[r], in.pos[r]), k + r * nk, (int)nk);
+    store_f16((uint16_t*)mem.v_ptr(il, in.seq[r], in.pos[r]), v + r * nv, (int)nv);
   }
   // one task per (row, head), as ggml's kernel: every head reads its kv head's f16 K/V rows
   const int ratio = p.H / p.Hkv;
@@ -238,7 +302,7 @@ void attention(ThreadPool& tp, Memory& mem, int il, const ForwardIn& in, const f
       const int lo = p.n_swa > 0 ? std::max(0, pos - p.n_swa + 1) : 0;
       const float* qh = q + (int64_t)r * p.H * p.Dk + (int64_t)h * p.Dk;
       store_f16(q16.data(), qh, p.Dk);
-      FaRow a{mem.k_ptr(il, seq, lo) + (int64_t)kvh * p.Dk, mem.v_ptr(il, seq, lo) + (int64_t)kvh * p.Dv,
+      FaRow a{(const uint16_t*)mem.k_ptr(il, seq, lo) + (int64_t)kvh * p.Dk, (const uint16_t*)mem.v_ptr(il, seq, lo) + (int64_t)kvh * p.Dv,
               nk, nv,  // cache rows are n_embd_k / n_embd_v apart
               pos - lo + 1, q16.data(), acc.data(), p.Dk, p.Dv, kq_scale, p.softcap};
       const float S = fa_row(a);
@@ -248,6 +312,54 @@ void attention(ThreadPool& tp, Memory& mem, int il, const ForwardIn& in, const f
     }
   };
   // each (row, head) is independent; dispatch only when there is enough work
+  int64_t work = 0;
+  for (int r = 0; r < n; r++) work += in.pos[r] + 1;
+  if (work * p.H * p.Dk < 65536) body(0, total); else tp.parallel_for(total, body);
+}
+
+void attention_typed(ThreadPool& tp, Memory& mem, int il, const ForwardIn& in, const float* q, const float* k,
+                     const float* v, float* out, const AttnParams& p) {
+  const int n = in.n;
+  const KVLayer& L = mem.kv[il];
+  const int64_t nk = (int64_t)p.Hkv * p.Dk, nv = (int64_t)p.Hkv * p.Dv;
+  const type_traits& tkt = get_type_traits(L.tk);
+  if (p.Dk % tkt.blck_size || p.Dv % get_type_traits(L.tv).blck_size)
+    throw std::runtime_error(std::string("KV cache types ") + type_name(L.tk) + "/" + type_name(L.tv) +
+                             ": head sizes " + std::to_string(p.Dk) + "/" + std::to_string(p.Dv) + " are not whole blocks");
+  const from_float_fn qk = kv_quantizer(L.tk), qv = kv_quantizer(L.tv);
+  for (int r = 0; r < n; r++) {
+    if (in.pos[r] >= mem.n_ctx_seq) throw std::runtime_error("position " + std::to_string(in.pos[r]) + " beyond the context size");
+    if (L.tk == GGML_TYPE_F16) store_f16((uint16_t*)mem.k_ptr(il, in.seq[r], in.pos[r]), k + r * nk, (int)nk);
+    else qk(k + r * nk, mem.k_ptr(il, in.seq[r], in.pos[r]), nk);
+    if (L.tv == GGML_TYPE_F16) store_f16((uint16_t*)mem.v_ptr(il, in.seq[r], in.pos[r]), v + r * nv, (int)nv);
+    else qv(v + r * nv, mem.v_ptr(il, in.seq[r], in.pos[r]), nv);
+  }
+  const ggml_type qt = L.tk == GGML_TYPE_F16 ? GGML_TYPE_F16 : tkt.vec_dot_type;
+  const from_float_fn to_qt = qt == GGML_TYPE_F16 ? nullptr : kv_quantizer(qt);
+  const size_t k_head = row_size(L.tk, p.Dk), v_head = row_size(L.tv, p.Dv);
+  const int ratio = p.H / p.Hkv;
+  const int64_t total = (int64_t)n * p.H;
+  const float kq_scale = p.softcap > 0 ? p.scale / p.softcap : p.scale;
+  auto body = [&](int64_t t0, int64_t t1) {
+    std::vector<uint8_t> qbuf(row_size(qt, p.Dk) + 64);
+    std::vector<uint16_t> acc16(p.Dv);
+    std::vector<float> acc32(p.Dv), v32(p.Dv);
+    for (int64_t t = t0; t < t1; t++) {
+      const int r = (int)(t / p.H), h = (int)(t % p.H), kvh = h / ratio;
+      const int seq = in.seq[r], pos = in.pos[r];
+      const int lo = p.n_swa > 0 ? std::max(0, pos - p.n_swa + 1) : 0;
+      const float* qh = q + (int64_t)r * p.H * p.Dk + (int64_t)h * p.Dk;
+      if (to_qt) to_qt(qh, qbuf.data(), p.Dk); else store_f16((uint16_t*)qbuf.data(), qh, p.Dk);
+      FaRowT a{mem.k_ptr(il, seq, lo) + kvh * k_head, mem.v_ptr(il, seq, lo) + kvh * v_head, L.k_row, L.v_row,
+               pos - lo + 1, qbuf.data(), L.tk, L.tv, acc16.data(), acc32.data(), v32.data(), p.Dk, p.Dv,
+               kq_scale, p.softcap};
+      const float S = fa_row_typed(a);
+      const float S_inv = S == 0.0f ? 0.0f : 1.0f / S;
+      float* o = out + (int64_t)r * p.H * p.Dv + (int64_t)h * p.Dv;
+      if (L.tv == GGML_TYPE_F16) for (int d = 0; d < p.Dv; d++) o[d] = fp16_to_fp32(acc16[d]) * S_inv;
+      else for (int d = 0; d < p.Dv; d++) o[d] = acc32[d] * S_inv;
+    }
+  };
   int64_t work = 0;
   for (int r = 0; r < n; r++) work += in.pos[r] + 1;
   if (work * p.H * p.Dk < 65536) body(0, total); else tp.parallel_for(total, body);

@@ -1,4 +1,4 @@
-// Causal multi-head attention over a sequence's f16 KV cache, with GQA (kv head = h / (H/Hkv))
+// Causal multi-head attention over a sequence's KV cache (f16, or the -ctk/-ctv types), with GQA (kv head = h / (H/Hkv))
 // and an optional sliding window. The new rows' K/V are written to the cache first.
 #pragma once
 #include <cstdint>
@@ -19,6 +19,10 @@ struct AttnParams {
 // q: [n][H*Dk], k: [n][Hkv*Dk], v: [n][Hkv*Dv] for the rows of `in`; out: [n][H*Dv]
 void attention(ThreadPool& tp, Memory& mem, int il, const ForwardIn& in, const float* q, const float* k,
                const float* v, float* out, const AttnParams& p);
+
+// The same over KV caches of other types (Memory::set_kv_types: bf16, q8_0, q4_0); attention() calls it.
+void attention_typed(ThreadPool& tp, Memory& mem, int il, const ForwardIn& in, const float* q, const float* k,
+                     const float* v, float* out, const AttnParams& p);
 
 // f32 row -> f16 (F16C when the CPU has it), the KV-cache store
 void store_f16(uint16_t* dst, const float* src, int n);

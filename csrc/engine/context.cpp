@@ -58,9 +58,17 @@ int Context::seq_begin(int seq, const std::vector<int32_t>& prompt, SeqParams pa
   size_t lcp = 0;
   while (lcp < s.cache.size() && lcp < prompt.size() && s.cache[lcp] == prompt[lcp]) lcp++;
   int n_cached = (int)std::min(lcp, prompt.size() - 1);
-  if (!mem_->can_rm(seq, n_cached)) n_cached = 0;  // recurrent state cannot go back that far
+  int ckpt = -1;
+  // the recurrent state cannot go back that far: the nearest context checkpoint at or below, or none
+  if (!mem_->can_rm(seq, n_cached)) n_cached = ckpt = ckpt_restore(seq, n_cached);
   mem_->seq_rm(seq, n_cached);
   if (drafter_) drafter_->begin(seq, n_cached);
+  if (ckpt > 0 && drafter_) {
+    const Checkpoint* c = s.ckpts.best(ckpt);
+    if (c && !c->mtp_h.empty()) drafter_->set_pending(seq, c->mtp_h);
+  }
+  s.ckpts.drop_above((int32_t)lcp);  // those past the common prefix describe another prompt
+  s.ckpt_hints.clear();
   if (chain_) chain_->begin(seq, prompt, (int)lcp);  // lcp: what equals the sequence's previous history
   s.cache.assign(prompt.begin(), prompt.begin() + n_cached);
   s.pending.assign(prompt.begin() + n_cached, prompt.end());
@@ -75,6 +83,7 @@ int Context::seq_begin(int seq, const std::vector<int32_t>& prompt, SeqParams pa
   s.stats = SeqStats{};
   s.stats.n_prompt = (int)prompt.size();
   s.stats.n_cached = n_cached;
+  s.stats.ckpt_restored = ckpt > 0 ? ckpt : -1;
   s.stats.n_accepted_per_pos.assign(chain_ ? n_draft_max_ : std::max(spec_.n_max, 0), 0);
   s.stats.drafters.clear();
   for (const std::string& nm : drafter_names()) s.stats.drafters.push_back({nm, 0, 0, 0, 0, std::vector<int64_t>(n_draft_max_, 0), 0});
@@ -102,6 +111,7 @@ void Context::seq_clear(int seq) {
   seq_end(seq);
   Seq& s = seqs_.at(seq);
   s.cache.clear();
+  s.ckpts.clear();
   mem_->seq_rm(seq, 0);
   if (drafter_) drafter_->begin(seq, 0);
 }
@@ -131,6 +141,7 @@ void Context::seq_rm(int seq, int p0) {
   mem_->seq_rm(seq, p0);
   if (drafter_) drafter_->rollback(seq, p0);
   if ((int)s.cache.size() > p0) s.cache.resize(p0);
+  s.ckpts.drop_above(p0);
 }
 
 StepToken Context::make_token(int32_t id, const float* logits, int n_probs) const {
@@ -164,8 +175,9 @@ void Context::prefill_step(std::vector<StepOutput>& outs, int& budget) {
     Seq& s = seqs_[si];
     if (!s.active || s.generating || s.pending.empty()) continue;
     if (s.stats.n_prompt - (int)s.pending.size() == s.stats.n_cached) s.t_start = clock_t_::now();
-    const int take = std::min<int>((int)s.pending.size(), budget);
     const int p0 = mem_->seq_pos(si);
+    int take = std::min<int>((int)s.pending.size(), budget);
+    if (ckpt_on()) take = std::min(take, std::max(1, ckpt_split(s, p0) - p0));  // stop where a checkpoint goes
     for (int i = 0; i < take; i++) { tokens.push_back(s.pending[i]); pos.push_back(p0 + i); seqs.push_back(si); }
     budget -= take;
     if (take == (int)s.pending.size()) { out_rows.push_back((int)tokens.size() - 1); done_seq.push_back(si); }
@@ -211,6 +223,9 @@ void Context::prefill_step(std::vector<StepOutput>& outs, int& budget) {
     for (int r = 0; r < n; r++) cnt += seqs[r] == si;
     if (cnt) { s.pending.erase(s.pending.begin(), s.pending.begin() + cnt); gstats_.n_prompt_tokens += cnt; }
   }
+  if (ckpt_on())
+    for (int si = 0; si < n_seq(); si++)
+      if (std::find(seqs.begin(), seqs.end(), si) != seqs.end() && ckpt_wanted(seqs_[si], mem_->seq_pos(si), true)) ckpt_take(si);
   for (size_t k = 0; k < done_seq.size(); k++) {
     Seq& s = seqs_[done_seq[k]];
     s.stats.t_prompt_ms = ms_since(s.t_start);
@@ -339,6 +354,9 @@ void Context::generate_step(std::vector<StepOutput>& outs) {
     gstats_.n_replay_rows += replay.n();
   }
   if (drafter_) drafter_->catch_up(kept);  // the MTP memory follows the kept rows only
+  if (ckpt_on())
+    for (int si : gen)
+      if (ckpt_wanted(seqs_[si], mem_->seq_pos(si), false)) ckpt_take(si);
 }
 
 std::vector<StepOutput> Context::step() {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cpu/threadpool.h"
+#include "engine/seq_state.h"
 #include "memory/batch.h"
 #include "memory/memory.h"
 #include "model/model.h"
@@ -40,6 +41,7 @@ struct SeqStats {
   int64_t n_draft = 0, n_draft_accepted = 0, n_verif_steps = 0;
   std::vector<int64_t> n_accepted_per_pos;
   std::vector<DrafterStats> drafters;  // per drafter of the chain, in its order
+  int ckpt_restored = -1;  // position of the context checkpoint seq_begin restored, -1 none
 };
 
 struct GlobalStats {
@@ -94,6 +96,21 @@ class Context {
   int seq_pos(int seq) const { check_seq(seq); return mem_->seq_pos(seq); }
   size_t memory_bytes() const { return mem_->bytes() + (drafter_ ? drafter_->bytes() : 0); }
 
+  // Prompt cache (context_cache.cpp). Context checkpoints (--ctx-checkpoints n_max, 0 = off;
+  // --checkpoint-min-step): recurrent-state copies taken during prefill at the prompt's last token,
+  // at hinted positions (message starts) and every min_step tokens (also while generating), so that
+  // seq_begin can reuse a prefix the recurrent state has moved past.
+  void set_checkpoints(int n_max, int min_step);
+  // Positions of seq's current prompt worth a checkpoint (message starts); call after seq_begin.
+  void seq_set_checkpoint_hints(int seq, std::vector<int32_t> pos);
+  std::vector<std::pair<int32_t, size_t>> seq_checkpoints(int seq) const;  // (position, bytes)
+  // KV cache types (-ctk / -ctv, the MTP layer's --spec-draft-type-k / -v): "f16", "bf16", "q8_0", "q4_0".
+  // Only while no sequence holds anything (right after construction).
+  void set_cache_types(const std::string& k, const std::string& v, const std::string& draft_k, const std::string& draft_v);
+  // Everything an idle seq holds, and putting such a state back (shapes checked, clear errors).
+  SeqState seq_state_get(int seq) const;
+  void seq_state_set(int seq, const SeqState& st);
+
  private:
   struct Seq {
     bool active = false, generating = false;
@@ -107,6 +124,8 @@ class Context {
     SeqStats stats;
     std::chrono::steady_clock::time_point t_start, t_gen_start;
     std::mt19937 synth_rng;
+    Checkpoints ckpts;                 // context checkpoints of what cache holds
+    std::vector<int32_t> ckpt_hints;   // of the current prompt, ascending
   };
 
   void check_seq(int seq) const;
@@ -121,12 +140,19 @@ class Context {
   StepToken make_token(int32_t id, const float* logits, int n_probs) const;
   bool finish_token(Seq& s, StepOutput& out, int32_t id);
   const uint32_t* take_mask(Seq& s);  // the mask for this token (constrained) or null; one mask, one token
+  // checkpoints (context_cache.cpp)
+  bool ckpt_on() const { return ckpt_n_max_ > 0 && mem_->has_recurrent(); }
+  int32_t ckpt_split(const Seq& s, int32_t p0) const;  // the next prefill position wanting a checkpoint
+  bool ckpt_wanted(const Seq& s, int32_t pos, bool prefill) const;
+  void ckpt_take(int seq);
+  int32_t ckpt_restore(int seq, int32_t n);  // the restored position, 0 when none fits
 
   const Model& model_;
   ThreadPool tp_;
   SpecParams spec_;
   std::vector<double> synth_probs_;  // synthetic acceptance (benchmark only), empty when off
   int n_ctx_seq_, n_batch_, n_ubatch_;
+  int ckpt_n_max_ = 0, ckpt_min_step_ = 0;
   std::unique_ptr<Memory> mem_;
   std::unique_ptr<MtpDrafter> drafter_;  // draft-mtp only
   std::unique_ptr<DraftChain> chain_;    // every configured drafter, in llama.cpp's order (null: none)

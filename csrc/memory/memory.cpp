@@ -2,14 +2,33 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
 namespace pyllm {
 
 void Memory::add_kv_layer(int il, int64_t n_embd_k, int64_t n_embd_v) {
   auto& L = kv[il];
   L.n_embd_k = n_embd_k; L.n_embd_v = n_embd_v;
-  L.k.assign((size_t)n_seq * n_ctx_seq * n_embd_k, 0);
-  L.v.assign((size_t)n_seq * n_ctx_seq * n_embd_v, 0);
+  L.k_row = row_size(L.tk, n_embd_k); L.v_row = row_size(L.tv, n_embd_v);
+  L.k.assign((size_t)n_seq * n_ctx_seq * L.k_row, 0);
+  L.v.assign((size_t)n_seq * n_ctx_seq * L.v_row, 0);
+}
+
+void Memory::set_kv_types(ggml_type tk, ggml_type tv) {
+  for (ggml_type t : {tk, tv})
+    if (t != GGML_TYPE_F16 && t != GGML_TYPE_BF16 && t != GGML_TYPE_Q8_0 && t != GGML_TYPE_Q4_0)
+      throw std::invalid_argument(std::string("KV cache type ") + type_name(t) + " is not supported (f16, bf16, q8_0, q4_0)");
+  for (size_t il = 0; il < kv.size(); il++) {
+    KVLayer& L = kv[il];
+    if (!L.n_embd_k) continue;
+    const int64_t bk = get_type_traits(tk).blck_size, bv = get_type_traits(tv).blck_size;
+    if (L.n_embd_k % bk || L.n_embd_v % bv)
+      throw std::invalid_argument("KV cache type " + std::string(type_name(L.n_embd_k % bk ? tk : tv)) + ": layer " + std::to_string(il) +
+                                  " rows of " + std::to_string(L.n_embd_k % bk ? L.n_embd_k : L.n_embd_v) + " values are not whole blocks");
+    L.tk = tk; L.tv = tv;
+    add_kv_layer((int)il, L.n_embd_k, L.n_embd_v);
+  }
 }
 
 void Memory::add_rs_layer(int il, int64_t conv_size, int64_t ssm_size) {
@@ -70,7 +89,7 @@ void Memory::commit_run(int seq, int32_t pos0, int n_rows, bool snap) {
 
 size_t Memory::bytes() const {
   size_t b = 0;
-  for (auto& L : kv) b += (L.k.size() + L.v.size()) * 2;
+  for (auto& L : kv) b += L.k.size() + L.v.size();
   for (auto& L : rs) b += (L.conv.size() + L.ssm.size()) * 4;
   return b;
 }

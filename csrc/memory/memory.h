@@ -11,11 +11,15 @@
 #include <string>
 #include <vector>
 
+#include "ggml/types.h"
+
 namespace pyllm {
 
 struct KVLayer {
   int64_t n_embd_k = 0, n_embd_v = 0;
-  std::vector<uint16_t> k, v;  // f16 [n_seq][n_ctx_seq][n_embd_k|v]
+  ggml_type tk = GGML_TYPE_F16, tv = GGML_TYPE_F16;  // -ctk / -ctv: f16 (default), bf16, q8_0, q4_0
+  size_t k_row = 0, v_row = 0;  // bytes of one position's row
+  std::vector<uint8_t> k, v;    // [n_seq][n_ctx_seq][k_row|v_row]
 };
 
 struct RSLayer {
@@ -36,8 +40,11 @@ class Memory {
   void add_rs_layer(int il, int64_t conv_size, int64_t ssm_size);
   bool has_recurrent() const { return n_rs_layers > 0; }
 
-  uint16_t* k_ptr(int il, int seq, int64_t pos) { auto& L = kv[il]; return L.k.data() + ((int64_t)seq * n_ctx_seq + pos) * L.n_embd_k; }
-  uint16_t* v_ptr(int il, int seq, int64_t pos) { auto& L = kv[il]; return L.v.data() + ((int64_t)seq * n_ctx_seq + pos) * L.n_embd_v; }
+  uint8_t* k_ptr(int il, int seq, int64_t pos) { auto& L = kv[il]; return L.k.data() + ((int64_t)seq * n_ctx_seq + pos) * L.k_row; }
+  uint8_t* v_ptr(int il, int seq, int64_t pos) { auto& L = kv[il]; return L.v.data() + ((int64_t)seq * n_ctx_seq + pos) * L.v_row; }
+  // The KV cache types of every attention layer (before anything is stored): throws
+  // std::invalid_argument for a type the attention kernel cannot hold or a row it cannot split.
+  void set_kv_types(ggml_type tk, ggml_type tv);
   float* conv_ptr(int il, int seq, int plane) { auto& L = rs[il]; return L.conv.data() + ((int64_t)seq * n_planes + plane) * L.conv_size; }
   float* ssm_ptr(int il, int seq, int plane) { auto& L = rs[il]; return L.ssm.data() + ((int64_t)seq * n_planes + plane) * L.ssm_size; }
 

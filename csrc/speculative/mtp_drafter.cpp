@@ -27,6 +27,12 @@ void MtpDrafter::begin(int seq, int n_kept) {
   if (n_kept == 0) std::fill_n(pending_h_.begin() + (size_t)seq * model_.n_embd, model_.n_embd, 0.f);
 }
 
+void MtpDrafter::set_pending(int seq, const std::vector<float>& h) {
+  if ((int64_t)h.size() != model_.n_embd)
+    throw std::invalid_argument("MTP state has a hidden state of " + std::to_string(h.size()) + " floats, the model " + std::to_string(model_.n_embd));
+  std::copy(h.begin(), h.end(), pending_h_.begin() + (size_t)seq * model_.n_embd);
+}
+
 void MtpDrafter::rollback(int seq, int p0) {
   mem_->seq_rm(seq, p0);
   if (kept_pos_[seq] >= p0) kept_pos_[seq] = -1;

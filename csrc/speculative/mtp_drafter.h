@@ -49,6 +49,11 @@ class MtpDrafter {
   void catch_up(const std::vector<Run>& runs);
 
   size_t bytes() const { return mem_->bytes(); }
+  // The prompt cache (engine/seq_state.h) copies and restores the MTP memory and pending_h.
+  Memory& memory() { return *mem_; }
+  const Memory& memory() const { return *mem_; }
+  std::vector<float> get_pending(int seq) const { return {pending_h(seq), pending_h(seq) + model_.n_embd}; }
+  void set_pending(int seq, const std::vector<float>& h);
   // MTP rows evaluated so far (drafting + catch-up): tests read it to check no row runs twice.
   int64_t n_rows() const { return n_rows_; }
 

@@ -214,8 +214,11 @@ class PyllmRunner:
     def context(self, inst: Instance):
         n_ctx = max(8, inst.n_prompt + inst.n_gen + inst.n_depth)
         try:
-            return _core().Context(self.model, n_ctx, n_seq=1, n_batch=inst.n_batch, n_ubatch=inst.n_ubatch,
-                                   n_threads=inst.n_threads, spec_type="none")
+            c = _core().Context(self.model, n_ctx, n_seq=1, n_batch=inst.n_batch, n_ubatch=inst.n_ubatch,
+                                n_threads=inst.n_threads, spec_type="none")
+            if (inst.type_k, inst.type_v) != ("f16", "f16"):
+                c.set_cache_types(inst.type_k, inst.type_v, "f16", "f16")
+            return c
         except (ValueError, RuntimeError) as e:
             raise BenchError(f"error: failed to create context with model '{inst.model}': {e}")
 

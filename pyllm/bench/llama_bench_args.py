@@ -13,11 +13,13 @@ import re
 from dataclasses import dataclass, field
 from typing import List, Optional, Tuple
 
+from ..flags import KV_CACHE_TYPES
+
 OUTPUT_FORMATS = ("none", "csv", "json", "jsonl", "md", "sql")
 # llama-bench's ggml_type_from_name for -ctk/-ctv
 KV_TYPES = ("f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")
-# pyllm's KV cache stores f16 (csrc/memory/memory.h)
-PYLLM_KV_TYPES = ("f16",)
+# the ones pyllm's KV cache holds (csrc/memory/memory.h)
+PYLLM_KV_TYPES = KV_CACHE_TYPES
 
 DEFAULTS = dict(n_prompt=[512], n_gen=[128], n_pg=[], n_depth=[0], n_batch=[2048], n_ubatch=[512],
                 type_k=["f16"], type_v=["f16"], reps=5, delay=0, output="md", output_err="none")
@@ -63,7 +65,7 @@ test parameters:
   -d, --n-depth <n>                     (default: 0)
   -b, --batch-size <n>                  (default: 2048)
   -ub, --ubatch-size <n>                (default: 512)
-  -ctk, --cache-type-k <t>              (default: f16; pyllm's KV cache is f16 only)
+  -ctk, --cache-type-k <t>              (default: f16; pyllm: f16, bf16, q8_0, q4_0)
   -ctv, --cache-type-v <t>              (default: f16)
   -t, --threads <n>                     (default: physical cores: {threads})
 
@@ -199,7 +201,7 @@ def _kv_types(flag: str, v: str) -> List[str]:
             raise BenchArgError(f"error: invalid parameter for argument: {flag} ('{t}'; llama-bench takes "
                                 f"{', '.join(KV_TYPES)})")
         if t not in PYLLM_KV_TYPES:
-            raise BenchArgError(f"error: {flag} {t}: pyllm's KV cache is f16 only")
+            raise BenchArgError(f"error: {flag} {t}: pyllm's KV cache holds {', '.join(PYLLM_KV_TYPES)}")
         out.append(t)
     return out
 

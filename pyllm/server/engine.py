@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import itertools
 import threading
 import time
@@ -19,7 +20,9 @@ from ..args import Params
 from ..generation import Event, Generator, Request, uses_mtp
 from ..log import log
 from ..model import Model
+from . import slot_files
 from .metrics import Metrics
+from .prompt_cache import PromptCache, common_prefix, recoverable
 from .responses import prob_entry
 
 __all__ = ["Engine", "Event", "Task"]
@@ -76,6 +79,9 @@ class Engine:
         self.n_ctx_slot = 0
         self.spec = "none"
         self.metrics = Metrics(False)
+        self.prompt_cache: Optional[PromptCache] = None  # --cache-ram (llama-server's host-memory prompt cache)
+        self._actions: collections.deque = collections.deque()  # slot save / restore / erase, run while idle
+        self._ready: list = []                                  # ... whose slot is idle, to run now
 
     # ---------------------------------------------------------------- lifecycle
     def load(self):
@@ -86,6 +92,19 @@ class Engine:
         self.n_ctx = self.gen.n_ctx
         self.n_ctx_slot = self.gen.n_ctx_seq
         self.metrics = Metrics(self.spec != "none", per_drafter=self.gen.per_drafter)
+        if p.cache_ram_mib != 0:
+            self.prompt_cache = PromptCache(p.cache_ram_mib, self.model.recurrent)
+            log(f"prompt cache is enabled, size limit: "
+                f"{'no limit' if p.cache_ram_mib < 0 else f'{p.cache_ram_mib} MiB'}", "srv", "load_model")
+        elif p.cache_idle_slots:
+            log("--cache-idle-slots requires --cache-ram, disabling", "srv", "load_model", "W")
+        tk, tv, dk, dv = self.gen.cache_types
+        log(f"memory: {self.gen.ctx.memory_bytes / 2**20:.2f} MiB for {self.n_slots} slots "
+            f"({self.gen.ctx.memory_bytes / self.n_slots / 2**20:.2f} MiB per slot), KV cache K {tk}, V {tv}"
+            + (f", MTP layer K {dk}, V {dv}" if "draft-mtp" in self.spec.split(",") else ""), "srv", "load_model")
+        if p.n_ctx_checkpoints > 0 and self.model.recurrent:
+            log(f"context checkpoints enabled, max = {p.n_ctx_checkpoints}, min spacing = {p.checkpoint_min_step}",
+                "srv", "load_model")
         self.loaded = True
         self._thread = threading.Thread(target=self._worker, name="pyllm-engine", daemon=True)
         self._thread.start()
@@ -112,6 +131,15 @@ class Engine:
             self._pending.append(task)
             self._cond.notify_all()
         return task.queue
+
+    def slot_action(self, action: str, slot: int, filename: Optional[str] = None) -> "concurrent.futures.Future":
+        """save / restore / erase on `slot`, run by the worker once the slot is idle (llama-server defers too).
+        The future's result is the response JSON; SlotFileError for a bad request."""
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        with self._cond:
+            self._actions.append((action, slot, filename, fut))
+            self._cond.notify_all()
+        return fut
 
     def cancel(self, task: Task):
         with self._cond:
@@ -155,6 +183,10 @@ class Engine:
                 continue
             fin["stop_type"] = "limit"
             self._deliver(task, Event("done", data=fin, seq=slot))
+        for a in list(self._actions) + self._ready:
+            a[3].set_exception(RuntimeError("the server is shutting down"))
+        self._actions.clear()
+        self._ready = []
         while self._pending:
             task = self._pending.popleft()
             self._emit(task, Event("error", data={"code": 503, "type": "unavailable_error",
@@ -167,9 +199,11 @@ class Engine:
         for slot, task in list(self._running.items()):
             if task.cancelled:
                 self._end(slot, task)
+        self._take_actions()
         if not self._pending:
             return
-        busy = set(self._running)
+        busy = set(self._running) | {a[1] for a in self._ready}  # a slot action goes before later tasks
+        launched = False
         keep = collections.deque()
         while self._pending:
             task = self._pending.popleft()
@@ -180,6 +214,10 @@ class Engine:
                 keep.append(task)
                 continue
             try:
+                try:
+                    self._cache_update(slot, task.prompt, load=task.cache_prompt)
+                except Exception as e:  # the cache is an optimization: the task runs without it
+                    log(f"prompt cache: update failed for slot {slot}: {e}", "srv", "prompt_save", "W")
                 n_cached = self.gen.begin(slot, task.request())
             except (ValueError, IndexError) as e:
                 self._emit(task, Event("error", data={"code": 400, "type": "invalid_request_error", "message": str(e)}))
@@ -188,6 +226,7 @@ class Engine:
                 self._emit(task, Event("error", data={"code": 500, "type": "server_error", "message": str(e)}))
                 continue
             task.slot = slot
+            launched = True
             self._running[slot] = task
             busy.add(slot)
             self._slot_last_used[slot] = time.time()
@@ -197,17 +236,68 @@ class Engine:
                                      "params": task.params_json or task.params, "n_predict": task.n_predict}
             self._emit(task, Event("begin", data={"id_slot": slot, "n_cached": n_cached}))
         self._pending = keep
+        if self.prompt_cache is not None and self.params.cache_idle_slots and launched:
+            for s in range(self.n_slots):  # idle slots: a copy in the cache (their memory stays where it is)
+                if s not in self._running and self.gen.held[s] and not self.prompt_cache.covers(self.gen.held[s]):
+                    self.prompt_cache.save(self.gen.state_get(s))
+
+    # ---------------------------------------------------------------- prompt cache and slot files (worker)
+    def _cache_update(self, slot: int, prompt: list, load: bool = True):
+        """Before `prompt` starts on `slot`: keep what the slot would lose in the RAM cache, and (unless the request
+        has cache_prompt off) load the cached state that gives back more of the prompt than the slot does."""
+        pc = self.prompt_cache
+        if pc is None:
+            return
+        held = self.gen.held[slot]
+        lcp = common_prefix(held, prompt) if load else 0
+        gives = recoverable(len(held), [p for p, _ in self.gen.checkpoints(slot)], lcp, len(prompt), pc.recurrent)
+        if held and lcp < len(held):
+            pc.save(self.gen.state_get(slot))
+        st = pc.take(prompt, gives) if load else None
+        if st is not None:
+            try:
+                self.gen.state_set(slot, st)
+            except ValueError as e:
+                log(f"prompt cache: could not load an entry: {e}", "srv", "prompt_load", "W")
+
+    def _take_actions(self):
+        """Under the lock: slot actions whose slot is idle move to _ready (run by the worker without the lock:
+        a large state's file must not block the event loop's submit())."""
+        keep = collections.deque()
+        while self._actions:
+            a = self._actions.popleft()
+            (keep if a[1] in self._running else self._ready).append(a)
+        self._actions = keep
+
+    def _run_actions(self, ready: list):
+        """Worker thread, lock not held; no task can start on these slots meanwhile (only this thread starts them)."""
+        for action, slot, filename, fut in ready:
+            try:
+                if action == "save":
+                    res = slot_files.save(self.gen, slot, self.params.slot_save_path, filename)
+                elif action == "restore":
+                    res = slot_files.restore(self.gen, slot, self.params.slot_save_path, filename)
+                    self._slot_last_used[slot] = time.time()
+                else:
+                    res = slot_files.erase(self.gen, slot)
+                fut.set_result(res)
+            except Exception as e:
+                fut.set_exception(e)
 
     def _worker(self):
         while True:
             with self._cond:
                 self._assign()
-                while not self._stop and not self._running:
+                while not self._stop and not self._running and not self._ready:
                     self._cond.wait()
                     self._assign()
                 if self._stop:
                     return
+                ready, self._ready = self._ready, []
                 n_busy = len(self._running)
+            if ready:
+                self._run_actions(ready)
+                continue
             try:
                 events = self.gen.step()
             except Exception as e:  # a failed decode ends every running task with an error
@@ -263,6 +353,12 @@ class Engine:
             f"({t['predicted_per_token_ms']:8.2f} ms per token, {t['predicted_per_second']:8.2f} tokens per second)\n"
             f"      total time = {t['prompt_ms'] + t['predicted_ms']:10.2f} ms / {t['prompt_n'] + t['predicted_n']:5d} tokens",
             "slot", "print_timing")
+        ckpts = self.gen.checkpoints(slot)
+        if ckpts:
+            restored = int(fin["stats"].get("ckpt_restored", -1) or -1)
+            log(f"id {slot:2d} | task {task.id} | context checkpoints: {len(ckpts)} of {self.params.n_ctx_checkpoints} "
+                f"at {[p for p, _ in ckpts]}, {sum(b for _, b in ckpts) / 2**20:.3f} MiB"
+                + (f"; restored the one at {restored}" if restored > 0 else ""), "slot", "print_timing")
         if self.spec != "none" and int(fin["stats"].get("n_verif_steps", 0) or 0) > 0 and fin["acceptance_line"]:
             log(f"id {slot:2d} | task {task.id} | {fin['acceptance_line']}", "slot", "print_timing")
             for line in fin.get("drafter_lines") or []:  # per drafter when several (or an ngram one) are set

@@ -1,5 +1,6 @@
 """The endpoints around generation: health, props, models, tokenize / detokenize, apply-template, slots, metrics,
-and the llama-server endpoints pyllm answers with a clear 501 (embeddings, rerank, infill, slot save)."""
+slot save / restore / erase (server/slot_files.py), and the llama-server endpoints pyllm answers with a clear 501
+(embeddings, rerank, infill)."""
 from __future__ import annotations
 
 import asyncio
@@ -9,6 +10,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from . import metrics as metrics_mod
+from . import slot_files
 from . import slots as slots_mod
 from .prompts import chat_turn, check_ids, tokenize_mixed
 from .schemas import ApiError, defaults_from_cli, invalid, task_params_json
@@ -140,7 +142,7 @@ def _raise_slot_action(params):
     if not params.slot_save_path:
         raise ApiError("This server does not support slots action. Start it with `--slot-save-path`", 501,
                        "not_supported_error")
-    raise ApiError("slot save/restore/erase is not supported by pyllm", 501, "not_supported_error")
+    raise invalid("slot actions are POST /slots/{id_slot}?action=save|restore|erase")
 
 
 @router.get("/slots")
@@ -168,9 +170,24 @@ async def post_slots(request: Request, id_slot: Optional[str] = None):
         raise invalid("Invalid slot ID")
     if sid < 0 or sid >= st.engine.n_slots:
         raise invalid("Invalid slot ID")
-    if request.query_params.get("action") not in ("save", "restore", "erase"):
+    action = request.query_params.get("action")
+    if action not in ("save", "restore", "erase"):
         raise invalid("Invalid action")
-    _raise_slot_action(st.params)
+    filename = None
+    if action != "erase":
+        body = await body_json(request)
+        filename = body.get("filename") if isinstance(body, dict) else None
+        try:
+            slot_files.validate_filename(filename)
+        except slot_files.SlotFileError as e:
+            raise invalid(str(e))
+    try:
+        res = await asyncio.wrap_future(st.engine.slot_action(action, sid, filename))
+    except slot_files.SlotFileError as e:
+        raise invalid(str(e))
+    except OSError as e:
+        raise ApiError(f"Unable to save slot: {e}", 500, "server_error")
+    return JSONResp(res)
 
 
 @router.get("/metrics")
