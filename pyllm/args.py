@@ -130,6 +130,9 @@ class Params:
     # speculative
     spec_types: list = field(default_factory=lambda: ["none"])
     spec_draft_n_max: int = 3
+    spec_draft_n_max_auto: bool = False  # --spec-draft-n-max auto (spec_draft_n_max is then the cap)
+    spec_draft_head_type: str = ""       # --spec-draft-head-type: "" = the model's MTP head
+    spec_draft_vocab: int = 0            # --spec-draft-vocab: 0 = the whole vocabulary
     spec_draft_n_min: int = 0
     spec_draft_p_min: float = 0.0
     spec_draft_p_split: float = 0.10
@@ -306,7 +309,9 @@ def _check_spec(p: Params):
     from ._native import core
     try:
         core.check_spec_params("draft-mtp", p.spec_draft_n_max, p.spec_draft_n_min, p.spec_draft_p_min,
-                               float(p.spec_synth_len), [float(r) for r in p.spec_synth_rates])
+                               float(p.spec_synth_len), [float(r) for r in p.spec_synth_rates],
+                               n_max_auto=p.spec_draft_n_max_auto, draft_head_type=p.spec_draft_head_type,
+                               draft_vocab=p.spec_draft_vocab)
     except ValueError as e:
         raise ArgError(f"error: {e}") from None
 

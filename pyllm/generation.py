@@ -82,7 +82,8 @@ class Generator:
 
     def __init__(self, model: Model, n_ctx: int = 0, n_seq: int = 1, n_batch: int = 2048, n_ubatch: int = 512,
                  n_threads: int = 0, spec_type: str = "none", n_max: int = 3, n_min: int = 0, p_min: float = 0.0,
-                 synth_len: float = -1.0, synth_rates=()):
+                 synth_len: float = -1.0, synth_rates=(), n_max_auto: bool = False, draft_head_type: str = "",
+                 draft_vocab: int = 0):
         self.model = model
         self.n_ctx = n_ctx if n_ctx > 0 else (model.n_ctx_train or 4096)  # 0: the model's training context
         self.n_threads = n_threads if n_threads > 0 else default_threads()
@@ -91,7 +92,14 @@ class Generator:
         self.ctx = model.core.Context(model._m, self.n_ctx, n_seq, n_batch=n_batch, n_ubatch=n_ubatch,
                                       n_threads=self.n_threads, spec_type=spec_type, n_max=n_max, n_min=n_min,
                                       p_min=p_min, synth_len=float(synth_len),
-                                      synth_rates=[float(x) for x in synth_rates])
+                                      synth_rates=[float(x) for x in synth_rates], n_max_auto=n_max_auto,
+                                      draft_head_type=draft_head_type or "", draft_vocab=int(draft_vocab))
+        self.n_max, self.n_max_auto = n_max, n_max_auto
+        # the cheap draft head (csrc/speculative/draft_head.h): its rows, type and extra memory, once
+        self.draft_head_info = str(getattr(self.ctx, "draft_head_info", "") or "")
+        if self.draft_head_info:
+            from .log import log
+            log(self.draft_head_info, "srv", "load_model")
         self.n_seq = n_seq
         self.n_ctx_seq = int(getattr(self.ctx, "n_ctx_seq", self.n_ctx // n_seq))
         self.held = [[] for _ in range(n_seq)]   # the tokens each sequence's memory holds (prompt + generated)
@@ -103,7 +111,8 @@ class Generator:
         return cls(model, p.n_ctx, n_seq, n_batch=p.n_batch, n_ubatch=p.n_ubatch, n_threads=p.n_threads,
                    spec_type=p.spec_type if p.speculative else "none", n_max=p.spec_draft_n_max,
                    n_min=p.spec_draft_n_min, p_min=p.spec_draft_p_min, synth_len=p.spec_synth_len,
-                   synth_rates=p.spec_synth_rates)
+                   synth_rates=p.spec_synth_rates, n_max_auto=p.spec_draft_n_max_auto,
+                   draft_head_type=p.spec_draft_head_type, draft_vocab=p.spec_draft_vocab)
 
     # ---------------------------------------------------------------- sequences
     def begin(self, seq: int, req: Request) -> int:

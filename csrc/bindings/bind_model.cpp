@@ -27,7 +27,18 @@ struct SeqArgs {
   bool ignore_eos = false;
   int n_probs = 0;
   SamplerParams sampler;
+  int spec_n_max = -1, spec_n_min = -1;
+  float spec_p_min = -1.0f;
 };
+
+SpecParams spec_params(const std::string& type, int n_max, int n_min, float p_min, double synth_len,
+                       std::vector<double> synth_rates, bool n_max_auto, const std::string& head_type, int draft_vocab) {
+  SpecParams sp;
+  sp.type = type; sp.n_max = n_max; sp.n_min = n_min; sp.p_min = p_min;
+  sp.synth_len = synth_len; sp.synth_rates = std::move(synth_rates);
+  sp.n_max_auto = n_max_auto; sp.draft_head_type = head_type; sp.draft_vocab = draft_vocab;
+  return sp;
+}
 
 struct PyModel {
   std::unique_ptr<Model> m;
@@ -50,13 +61,13 @@ void bind_model(nb::module_& m) {
   // the one validation of the speculative settings (ValueError naming the setting); returns the
   // synthetic acceptance's per-position keep probabilities ([] when off)
   m.def("check_spec_params", [](const std::string& spec_type, int n_max, int n_min, float p_min, double synth_len,
-                                std::vector<double> synth_rates) {
-    SpecParams sp;
-    sp.type = spec_type; sp.n_max = n_max; sp.n_min = n_min; sp.p_min = p_min;
-    sp.synth_len = synth_len; sp.synth_rates = std::move(synth_rates);
-    return check_spec_params(sp);
+                                std::vector<double> synth_rates, bool n_max_auto, const std::string& draft_head_type,
+                                int draft_vocab) {
+    return check_spec_params(spec_params(spec_type, n_max, n_min, p_min, synth_len, std::move(synth_rates), n_max_auto,
+                                         draft_head_type, draft_vocab));
   }, nb::arg("spec_type") = "none", nb::arg("n_max") = 3, nb::arg("n_min") = 0, nb::arg("p_min") = 0.0f,
-     nb::arg("synth_len") = -1.0, nb::arg("synth_rates") = std::vector<double>{});
+     nb::arg("synth_len") = -1.0, nb::arg("synth_rates") = std::vector<double>{}, nb::arg("n_max_auto") = false,
+     nb::arg("draft_head_type") = "", nb::arg("draft_vocab") = 0);
 
   nb::class_<SeqArgs>(m, "SeqParams")
       .def(nb::init<>())
@@ -64,7 +75,10 @@ void bind_model(nb::module_& m) {
       .def_rw("n_predict", &SeqArgs::n_predict)
       .def_rw("ignore_eos", &SeqArgs::ignore_eos)
       .def_rw("n_probs", &SeqArgs::n_probs)
-      .def_rw("sampler", &SeqArgs::sampler);
+      .def_rw("sampler", &SeqArgs::sampler)
+      .def_rw("spec_n_max", &SeqArgs::spec_n_max)
+      .def_rw("spec_n_min", &SeqArgs::spec_n_min)
+      .def_rw("spec_p_min", &SeqArgs::spec_p_min);
 
   nb::class_<PyModel>(m, "Model")
       .def("__init__", [](PyModel* self, const std::string& path, bool load_mtp) {
@@ -126,21 +140,32 @@ void bind_model(nb::module_& m) {
 
   nb::class_<Context>(m, "Context")
       .def("__init__", [](Context* self, PyModel& model, int n_ctx, int n_seq, int n_batch, int n_ubatch, int n_threads,
-                          const std::string& spec_type, int n_max, int n_min, float p_min, double synth_len, std::vector<double> synth_rates) {
-        SpecParams sp;
-        sp.type = spec_type; sp.n_max = n_max; sp.n_min = n_min; sp.p_min = p_min;
-        sp.synth_len = synth_len; sp.synth_rates = std::move(synth_rates);
+                          const std::string& spec_type, int n_max, int n_min, float p_min, double synth_len, std::vector<double> synth_rates,
+                          bool n_max_auto, const std::string& draft_head_type, int draft_vocab) {
+        SpecParams sp = spec_params(spec_type, n_max, n_min, p_min, synth_len, std::move(synth_rates), n_max_auto,
+                                    draft_head_type, draft_vocab);
         nb::gil_scoped_release rel;
         new (self) Context(*model.m, n_ctx, n_seq, n_batch, n_ubatch, n_threads, sp);
       }, nb::arg("model"), nb::arg("n_ctx"), nb::arg("n_seq") = 1, nb::arg("n_batch") = 2048, nb::arg("n_ubatch") = 512,
          nb::arg("n_threads") = 2, nb::arg("spec_type") = "none", nb::arg("n_max") = 3, nb::arg("n_min") = 0,
          nb::arg("p_min") = 0.0f, nb::arg("synth_len") = -1.0, nb::arg("synth_rates") = std::vector<double>{},
+         nb::arg("n_max_auto") = false, nb::arg("draft_head_type") = "", nb::arg("draft_vocab") = 0,
          nb::keep_alive<1, 2>())
+      // the cheap draft head's one-line description (type, rows, memory), "" when drafting uses the model's head
+      .def_prop_ro("draft_head_info", [](const Context& c) { return c.draft_head() ? c.draft_head()->description() : std::string(); })
+      .def_prop_ro("draft_head_bytes", [](const Context& c) { return c.draft_head() ? c.draft_head()->bytes() : (size_t)0; })
+      .def_prop_ro("draft_costs", [](const Context& c) {
+        const DraftCosts k = c.draft_costs();
+        nb::dict d;
+        d["verify_base_ms"] = k.verify_base_ms; d["verify_row_ms"] = k.verify_row_ms; d["draft_ms"] = k.draft_ms;
+        return d;
+      })
       .def_prop_ro("n_ctx_seq", &Context::n_ctx_seq)
       .def_prop_ro("n_seq", &Context::n_seq)
       .def("seq_begin", [](Context& c, PyModel&, int seq, std::vector<int32_t> prompt, const SeqArgs& a) {
         SeqParams sp;
         sp.seed = a.seed; sp.n_predict = a.n_predict; sp.ignore_eos = a.ignore_eos; sp.n_probs = a.n_probs;
+        sp.spec_n_max = a.spec_n_max; sp.spec_n_min = a.spec_n_min; sp.spec_p_min = a.spec_p_min;
         SamplerParams spar = a.sampler;
         sp.sampler = [spar](int n_vocab) { return std::unique_ptr<TokenSampler>(new ChainSampler(spar, n_vocab)); };
         nb::gil_scoped_release rel;
@@ -195,6 +220,8 @@ void bind_model(nb::module_& m) {
         d["n_draft"] = g.n_draft; d["n_draft_accepted"] = g.n_draft_accepted; d["n_drafts"] = g.n_drafts;
         d["n_accepted_per_pos"] = g.n_accepted_per_pos;
         d["n_mtp_rows"] = g.n_mtp_rows;
+        d["n_draft_forwards"] = g.n_draft_forwards; d["t_draft_ms"] = g.t_draft_ms;
+        d["n_gen_steps"] = g.n_gen_steps; d["n_gen_rows"] = g.n_gen_rows; d["t_verify_ms"] = g.t_verify_ms;
         return d;
       })
       .def_prop_ro("memory_bytes", &Context::memory_bytes)

@@ -26,6 +26,11 @@ Context::Context(const Model& model, int n_ctx, int n_seq, int n_batch, int n_ub
   if (spec_.enabled()) {
     drafter_ = std::make_unique<MtpDrafter>(model, tp_, n_seq, n_ctx_seq_, spec_);
     n_ubatch_ = std::max(n_ubatch_, spec_.n_max + 1);
+    if (spec_.n_max_auto) {  // the start-up cost measurement (speculative/adaptive.h)
+      DraftCosts c = measure_verify_ms(model, tp_, spec_.n_max + 1, 2);
+      c.draft_ms = drafter_->measure_step_ms(2);
+      adaptive_ = std::make_unique<AdaptiveDraftLength>(n_seq, spec_.n_max, c);
+    }
   }
   if (!synth_probs_.empty())
     std::fprintf(stderr, "synthetic speculative acceptance is enabled for benchmarking; generated output is not valid\n");
@@ -48,6 +53,13 @@ int Context::seq_begin(int seq, const std::vector<int32_t>& prompt, SeqParams pa
   }
   for (int32_t t : prompt)
     if (t < 0 || t >= model_.n_vocab) throw std::invalid_argument("token id " + std::to_string(t) + " out of range [0, " + std::to_string(model_.n_vocab) + ")");
+  // this request's speculative settings over the context's (checked before anything changes)
+  const SeqParams& q = params;
+  if (q.spec_n_max > std::max(spec_.enabled() ? spec_.n_max : 0, 0))
+    throw std::invalid_argument(spec_.enabled() ? "speculative.n_max " + std::to_string(q.spec_n_max) + " exceeds the server's --spec-draft-n-max " +
+                                                      std::to_string(spec_.n_max) + " (it sizes the recurrent state)"
+                                                : "speculative.n_max: speculative decoding is off (--spec-type none)");
+  if (q.spec_p_min > 1.0f || q.spec_p_min != q.spec_p_min) throw std::invalid_argument("speculative.p_min must be within [0, 1]");
   Seq& s = seqs_[seq];
   // longest common prefix with what the sequence holds; always re-evaluate the last prompt token
   size_t lcp = 0;
@@ -58,6 +70,11 @@ int Context::seq_begin(int seq, const std::vector<int32_t>& prompt, SeqParams pa
   if (drafter_) drafter_->begin(seq, n_cached);
   s.cache.assign(prompt.begin(), prompt.begin() + n_cached);
   s.pending.assign(prompt.begin() + n_cached, prompt.end());
+  s.n_max = !spec_.enabled() ? 0 : q.spec_n_max >= 0 ? q.spec_n_max : spec_.n_max;
+  s.n_min = std::min(s.n_max, q.spec_n_min >= 0 ? q.spec_n_min : spec_.n_min);  // n_min <= n_max, as upstream clamps
+  s.p_min = q.spec_p_min >= 0 ? q.spec_p_min : spec_.p_min;
+  s.auto_len = adaptive_ && q.spec_n_max < 0;
+  if (adaptive_) adaptive_->begin(seq);
   s.params = std::move(params);
   s.sampler = s.params.sampler ? s.params.sampler((int)model_.n_vocab) : make_greedy_sampler();
   // penalties see the prompt, as in llama.cpp (common_sampler_accept on prompt tokens is not done
@@ -229,12 +246,19 @@ std::vector<std::vector<int32_t>> Context::draft(const std::vector<int>& gen) {
     const int p0 = mem_->seq_pos(si);
     // room as upstream computes it: the verification rows must fit the context, and no more
     // tokens than n_predict still allows
-    int m = std::min(spec_.n_max, n_ctx_seq_ - p0 - 2);
+    const int n_max = s.auto_len ? adaptive_->choose(si, (int)gen.size()) : s.n_max;
+    int m = std::min(n_max, n_ctx_seq_ - p0 - 2);
     if (s.params.n_predict >= 0) m = std::min(m, s.params.n_predict - s.stats.n_gen - 1);
     if (s.constrained) m = 0;  // drafts are not checked against the grammar (yet): none
-    reqs.push_back({si, s.last, p0, std::max(0, m)});
+    reqs.push_back({si, s.last, p0, std::max(0, m), s.n_min, s.p_min});
   }
-  return drafter_->draft(reqs);
+  const int64_t f0 = drafter_->n_draft_forwards();
+  const double t0 = drafter_->t_draft_ms();
+  auto drafts = drafter_->draft(reqs);
+  gstats_.n_draft_forwards = drafter_->n_draft_forwards();
+  gstats_.t_draft_ms = drafter_->t_draft_ms();
+  if (adaptive_) adaptive_->observe_draft((int)(gstats_.n_draft_forwards - f0), gstats_.t_draft_ms - t0);
+  return drafts;
 }
 
 void Context::verify(const Batch& b) {
@@ -253,6 +277,7 @@ void Context::verify(const Batch& b) {
 
 void Context::count_drafts(Seq& s, int n_draft, int a) {
   if (n_draft == 0) return;
+  if (s.auto_len) adaptive_->observe_accept((int)(&s - seqs_.data()), n_draft, a);
   s.stats.n_draft += n_draft; s.stats.n_draft_accepted += a; s.stats.n_verif_steps++;
   gstats_.n_draft += n_draft; gstats_.n_draft_accepted += a; gstats_.n_drafts++;
   if ((int)gstats_.n_accepted_per_pos.size() < spec_.n_max) gstats_.n_accepted_per_pos.resize(spec_.n_max, 0);
@@ -293,6 +318,7 @@ void Context::generate_step(std::vector<StepOutput>& outs) {
     batch_.add(seqs_[gen[g]].last, mem_->seq_pos(gen[g]), gen[g]);
     for (int32_t t : drafts[g]) batch_.add(t, batch_.pos.back() + 1, gen[g]);
   }
+  const auto t_verify = clock_t_::now();
   verify(batch_);
   std::vector<MtpDrafter::Run> kept;
   for (size_t g = 0; g < gen.size(); g++) {
@@ -307,6 +333,9 @@ void Context::generate_step(std::vector<StepOutput>& outs) {
     outs.push_back(emit(gen[g], acc, lg));
   }
   if (drafter_) drafter_->catch_up(kept);  // the MTP memory follows the kept rows only
+  const double ms = ms_since(t_verify);
+  gstats_.n_gen_steps++; gstats_.n_gen_rows += batch_.n(); gstats_.t_verify_ms += ms;
+  if (adaptive_) adaptive_->observe_step(batch_.n(), ms);
 }
 
 std::vector<StepOutput> Context::step() {

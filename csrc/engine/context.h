@@ -14,6 +14,7 @@
 #include "memory/memory.h"
 #include "model/model.h"
 #include "sampling/token_sampler.h"
+#include "speculative/adaptive.h"
 #include "speculative/mtp_drafter.h"
 #include "speculative/spec_params.h"
 
@@ -45,6 +46,10 @@ struct GlobalStats {
   std::vector<int64_t> n_accepted_per_pos;
   int64_t n_mtp_rows = 0;  // MTP rows evaluated (drafting + catch-up)
   double t_prompt_ms = 0, t_gen_ms = 0;
+  // the speculative step's parts: drafting forwards and their time (the draft-step cost), and the
+  // generate steps (verification forward + accept + MTP catch-up) with their rows
+  int64_t n_draft_forwards = 0, n_gen_steps = 0, n_gen_rows = 0;
+  double t_draft_ms = 0, t_verify_ms = 0;
 };
 
 struct SeqParams {
@@ -53,6 +58,11 @@ struct SeqParams {
   bool ignore_eos = false;
   int n_probs = 0;
   SamplerFactory sampler;  // empty = greedy
+  // per-request speculative settings (llama-server's speculative.n_max / n_min / p_min; n_max 0 = off
+  // for this request); negative = the context's. n_max may not exceed the context's (it sized the
+  // recurrent state); a given n_max fixes the length even when the context's is auto.
+  int spec_n_max = -1, spec_n_min = -1;
+  float spec_p_min = -1.0f;
 };
 
 class Context {
@@ -83,6 +93,10 @@ class Context {
   void seq_rm(int seq, int p0);
   int seq_pos(int seq) const { check_seq(seq); return mem_->seq_pos(seq); }
   size_t memory_bytes() const { return mem_->bytes() + (drafter_ ? drafter_->bytes() : 0); }
+  const SpecParams& spec() const { return spec_; }
+  const DraftHead* draft_head() const { return drafter_ ? drafter_->draft_head() : nullptr; }
+  // the adaptive draft length's current cost model (zeros unless --spec-draft-n-max auto)
+  DraftCosts draft_costs() const { return adaptive_ ? adaptive_->costs() : DraftCosts{}; }
 
  private:
   struct Seq {
@@ -97,6 +111,9 @@ class Context {
     SeqStats stats;
     std::chrono::steady_clock::time_point t_start, t_gen_start;
     std::mt19937 synth_rng;
+    int n_max = 0, n_min = 0;  // this request's speculative settings (SeqParams over the context's)
+    float p_min = 0;
+    bool auto_len = false;     // the adaptive draft length chooses n_max each step
   };
 
   void check_seq(int seq) const;
@@ -119,6 +136,7 @@ class Context {
   int n_ctx_seq_, n_batch_, n_ubatch_;
   std::unique_ptr<Memory> mem_;
   std::unique_ptr<MtpDrafter> drafter_;  // draft-mtp only
+  std::unique_ptr<AdaptiveDraftLength> adaptive_;  // --spec-draft-n-max auto only
   std::vector<Seq> seqs_;
   GlobalStats gstats_;
   // per-step scratch, reused: logits [rows][n_vocab] and target hidden states [rows][n_embd]

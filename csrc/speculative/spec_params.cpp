@@ -3,6 +3,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "speculative/draft_head.h"
+
 namespace pyllm {
 
 namespace {
@@ -54,6 +56,10 @@ std::vector<double> check_spec_params(const SpecParams& p) {
   if (p.n_min < 0) throw std::invalid_argument("--spec-draft-n-min must be >= 0, got " + std::to_string(p.n_min));
   if (!std::isfinite(p.p_min) || p.p_min < 0.0f || p.p_min > 1.0f)
     throw std::invalid_argument("--spec-draft-p-min must be within [0, 1], got " + std::to_string(p.p_min));
+  if (p.n_max_auto && p.type == "draft-mtp" && p.n_max < 1)
+    throw std::invalid_argument("--spec-draft-n-max auto needs a cap >= 1, got " + std::to_string(p.n_max));
+  if (p.draft_vocab < 0) throw std::invalid_argument("--spec-draft-vocab must be >= 0, got " + std::to_string(p.draft_vocab));
+  if (!p.draft_head_type.empty()) draft_head_type(p.draft_head_type);  // throws naming the type
   // unconditional rates -> conditional keep probabilities, position by position
   std::vector<double> probs;
   double prev = 1.0;
