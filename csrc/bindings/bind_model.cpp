@@ -69,6 +69,26 @@ void bind_model(nb::module_& m) {
      nb::arg("synth_len") = -1.0, nb::arg("synth_rates") = std::vector<double>{}, nb::arg("n_max_auto") = false,
      nb::arg("draft_head_type") = "", nb::arg("draft_vocab") = 0);
 
+  // the adaptive draft length's policy alone (tests drive it with chosen costs and outcomes)
+  nb::class_<AdaptiveDraftLength>(m, "AdaptiveDraftLength")
+      .def("__init__", [](AdaptiveDraftLength* self, int n_seq, int cap, double base_ms, double row_ms, double draft_ms) {
+        if (n_seq < 1 || cap < 1) throw std::invalid_argument("AdaptiveDraftLength: n_seq and cap must be >= 1");
+        new (self) AdaptiveDraftLength(n_seq, cap, DraftCosts{base_ms, row_ms, draft_ms});
+      }, nb::arg("n_seq"), nb::arg("cap"), nb::arg("verify_base_ms"), nb::arg("verify_row_ms"), nb::arg("draft_ms"))
+      .def("begin", &AdaptiveDraftLength::begin)
+      .def("choose", &AdaptiveDraftLength::choose, nb::arg("seq"), nb::arg("n_generating") = 1)
+      .def("observe_accept", &AdaptiveDraftLength::observe_accept)
+      .def("observe_step", &AdaptiveDraftLength::observe_step)
+      .def("observe_draft", &AdaptiveDraftLength::observe_draft)
+      .def("rates", &AdaptiveDraftLength::rates)
+      .def_prop_ro("costs", [](const AdaptiveDraftLength& a) {
+        nb::dict d;
+        d["verify_base_ms"] = a.costs().verify_base_ms; d["verify_row_ms"] = a.costs().verify_row_ms;
+        d["draft_ms"] = a.costs().draft_ms;
+        return d;
+      })
+      .def_ro_static("probe_every", &AdaptiveDraftLength::kProbe);
+
   nb::class_<SeqArgs>(m, "SeqParams")
       .def(nb::init<>())
       .def_rw("seed", &SeqArgs::seed)

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <stdexcept>
+#include <string>
 
 namespace pyllm {
 
@@ -9,7 +11,7 @@ namespace {
 constexpr double kPrior = 0.6;      // conditional acceptance assumed before anything is measured
 constexpr double kSeqAlpha = 0.15;  // weight of a sequence's newest outcome
 constexpr double kGlobalAlpha = 0.05;
-constexpr double kDecay = 0.97;     // per step, for the cost fit
+constexpr double kDecay = 0.9;      // per step, for the cost fit (about the last 10 steps)
 constexpr double kDraftAlpha = 0.1;
 
 double forward_ms(const Model& model, ThreadPool& tp, Memory& mem, int n) {
@@ -30,6 +32,7 @@ double forward_ms(const Model& model, ThreadPool& tp, Memory& mem, int n) {
 DraftCosts measure_verify_ms(const Model& model, ThreadPool& tp, int n_rows, int reps) {
   auto mem = model.create_memory(1, std::max(16, 2 * n_rows), n_rows);
   double t1 = 1e30, tn = 1e30;
+  forward_ms(model, tp, *mem, n_rows);  // warm-up: first-touch of the scratch buffers and the weights
   for (int r = 0; r < reps; r++) {
     t1 = std::min(t1, forward_ms(model, tp, *mem, 1));
     if (n_rows > 1) tn = std::min(tn, forward_ms(model, tp, *mem, n_rows));
@@ -49,7 +52,13 @@ AdaptiveDraftLength::AdaptiveDraftLength(int n_seq, int cap, const DraftCosts& s
   }
 }
 
+void AdaptiveDraftLength::check(int seq) const {
+  if (seq < 0 || seq >= (int)rate_.size())
+    throw std::out_of_range("adaptive draft length: sequence " + std::to_string(seq) + " out of range");
+}
+
 void AdaptiveDraftLength::begin(int seq) {
+  check(seq);
   rate_[seq] = global_;
   steps_[seq] = 0;
 }
@@ -62,6 +71,7 @@ double AdaptiveDraftLength::expected_rate(int seq, int k, int n) const {
 }
 
 int AdaptiveDraftLength::choose(int seq, int n_generating) {
+  check(seq);
   const int n = std::max(1, n_generating);
   int best = 0;
   double best_rate = expected_rate(seq, 0, n);
@@ -74,6 +84,7 @@ int AdaptiveDraftLength::choose(int seq, int n_generating) {
 }
 
 void AdaptiveDraftLength::observe_accept(int seq, int n_drafted, int n_accepted) {
+  check(seq);
   // positions 1..a were accepted; a+1 (if drafted) was the first rejection; later ones were not tried
   for (int i = 0; i < n_drafted && i <= n_accepted && i < cap_; i++) {
     const double x = i < n_accepted ? 1.0 : 0.0;

@@ -39,11 +39,12 @@ class AdaptiveDraftLength {
   void observe_draft(int forwards, double ms);
 
   const DraftCosts& costs() const { return costs_; }
-  const std::vector<double>& rates(int seq) const { return rate_[seq]; }
+  const std::vector<double>& rates(int seq) const { check(seq); return rate_[seq]; }
   static constexpr int kProbe = 8;
 
  private:
   double expected_rate(int seq, int k, int n) const;  // E(k) / T(k)
+  void check(int seq) const;
   int cap_;
   DraftCosts costs_;
   std::vector<std::vector<double>> rate_;  // [seq][position]
