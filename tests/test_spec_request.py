@@ -109,3 +109,22 @@ def test_plain_server_refuses_drafting(plain):
     assert r.status_code == 400 and "speculative decoding is off on this server" in r.json()["error"]["message"]
     for ok in ({"speculative.n_max": 0}, {"speculative.type": "none"}):
         assert plain.post("/completion", {"prompt": PROMPT, "n_predict": 4, **ok}).status_code == 200
+
+
+def test_server_cheap_head_and_auto(plain):
+    """pyllm-server --spec-draft-n-max auto --spec-draft-head-type q4_0 --spec-draft-vocab 4096: the output is plain
+    decoding's, the head's memory is logged, /props says what runs, and a request may still fix its n_max."""
+    with Server("-c", "2048", "-np", "2", "--spec-type", "draft-mtp", "--spec-draft-n-max", "auto:4",
+                "--spec-draft-head-type", "q4_0", "--spec-draft-vocab", "4096") as s:
+        sp = s.get("/props").json()["speculative"]
+        assert (sp["n_max"], sp["n_max_auto"], sp["draft_head_type"], sp["draft_vocab"]) == (4, True, "q4_0", 4096)
+        assert sp["draft_head"].startswith("draft head: q4_0 rows") and "MiB extra memory" in sp["draft_head"]
+        for sampling in (GREEDY, SEEDED):
+            ref = completion(plain, **sampling)
+            out = completion(s, **sampling)
+            assert out["content"] == ref["content"]
+            assert out["generation_settings"]["speculative.n_max_auto"] is True
+            fixed = completion(s, **sampling, **{"speculative.n_max": 2})
+            assert fixed["content"] == ref["content"] and fixed["timings"]["draft_n"] > 0
+            assert fixed["generation_settings"]["speculative.n_max_auto"] is False
+        assert "draft head: q4_0 rows" in s.output()
