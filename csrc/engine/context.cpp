@@ -329,7 +329,7 @@ void Context::generate_step(std::vector<StepOutput>& outs) {
     count_drafts(s, (int)drafts[g].size(), a);
     // trim: keep p0..p0+a (the recurrent state switches to that row's plane, nothing is recomputed)
     mem_->seq_rm(gen[g], p0 + a + 1);
-    if (drafter_) kept.push_back({gen[g], &batch_.tokens[row0[g]], p0, a + 1, hidden_buf_.data() + (size_t)row0[g] * E});
+    if (drafter_) kept.push_back({gen[g], &batch_.tokens[row0[g]], p0, a + 1, hidden_buf_.data() + (size_t)row0[g] * E, s.auto_len});
     outs.push_back(emit(gen[g], acc, lg));
   }
   if (drafter_) drafter_->catch_up(kept);  // the MTP memory follows the kept rows only

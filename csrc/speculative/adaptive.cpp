@@ -11,7 +11,7 @@ namespace {
 constexpr double kPrior = 0.6;      // conditional acceptance assumed before anything is measured
 constexpr double kSeqAlpha = 0.15;  // weight of a sequence's newest outcome
 constexpr double kGlobalAlpha = 0.05;
-constexpr double kDecay = 0.9;      // per step, for the cost fit (about the last 10 steps)
+constexpr double kDecay = 0.95;     // per step, for the cost fit (about the last 20 steps)
 constexpr double kDraftAlpha = 0.1;
 
 double forward_ms(const Model& model, ThreadPool& tp, Memory& mem, int n) {
@@ -79,7 +79,12 @@ int AdaptiveDraftLength::choose(int seq, int n_generating) {
     const double r = expected_rate(seq, k, n);
     if (r > best_rate) { best = k; best_rate = r; }
   }
-  if (++steps_[seq] % kProbe == 0 && best < cap_) best++;  // keep measuring the next position
+  if (++steps_[seq] % kProbe == 0) {
+    // a probe: one longer keeps the next position's rate measured; every other probe goes one shorter
+    // (or at the cap) so the cost fit sees row counts on both sides of the working point
+    const bool down = best == cap_ || ((steps_[seq] / kProbe) % 2 == 0 && best > 0);
+    best += down ? -1 : 1;
+  }
   return best;
 }
 

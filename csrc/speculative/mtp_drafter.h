@@ -46,7 +46,10 @@ class MtpDrafter {
 
   // Rows the target decoded and keeps: n rows of seq at pos0.., with their target hidden states h
   // ([n][n_embd], after output_norm). At most one run per sequence and call.
-  struct Run { int seq; const int32_t* tokens; int32_t pos0; int n; const float* h; };
+  // defer (the adaptive draft length's sequences): the rows wait in the sequence's backlog and are
+  // computed, batched, right before its next draft; a sequence that stops drafting (k = 0) then
+  // costs what plain decoding costs. rollback / begin cut the backlog like the memory.
+  struct Run { int seq; const int32_t* tokens; int32_t pos0; int n; const float* h; bool defer = false; };
   // Pairs each row with the hidden state before it and fills the MTP KV (rows already held from
   // drafting are skipped); pending_h <- each run's last h.
   void catch_up(const std::vector<Run>& runs);
@@ -69,6 +72,10 @@ class MtpDrafter {
   int64_t forward_draft(Memory& mem, ForwardIn in, float* hidden, float* logits) const;
   int64_t head_size() const { return head_ ? head_->size() : model_.n_vocab; }
   void check_length(int seq, int32_t pos, const char* what) const;
+  // positions the MTP memory holds or will hold once the backlog is computed
+  int32_t held(int seq) const { return mem_->seq_pos(seq) + (int32_t)backlog_[seq].tok.size(); }
+  void cut_backlog(int seq, int32_t p0);     // drop backlog rows at positions >= p0
+  void flush(const std::vector<int>& seqs);  // compute these sequences' backlogs, one batch
 
   const Model& model_;
   ThreadPool& tp_;
@@ -78,6 +85,8 @@ class MtpDrafter {
   std::vector<float> pending_h_;  // [n_seq][n_embd]
   // per sequence: the drafting row whose KV is kept, (kept_tok_ at kept_pos_), or kept_pos_ -1
   std::vector<int32_t> kept_pos_, kept_tok_;
+  struct Backlog { int32_t pos0 = 0; std::vector<int32_t> tok; std::vector<float> h; };  // h: each row's pair
+  std::vector<Backlog> backlog_;
   int64_t n_rows_ = 0, n_forwards_ = 0;
   double t_draft_ms_ = 0;
   // scratch reused across steps
