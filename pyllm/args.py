@@ -378,6 +378,11 @@ def noop_notice(p: Params) -> Optional[str]:
         lines.append(f"pyllm runs on CPU: ignoring GPU/device/tuning options: {', '.join(dict.fromkeys(p.ignored))}")
     if p.unimplemented:
         lines.append(f"pyllm does not implement these yet: ignoring options: {', '.join(p.unimplemented)}")
+    draft_opts = [n for n, on in (("--spec-draft-head-type", bool(p.spec_draft_head_type)),
+                                  ("--spec-draft-vocab", p.spec_draft_vocab > 0)) if on]
+    if draft_opts and not p.speculative:
+        lines.append(f"speculative decoding is off (--spec-type {p.spec_types_str}, --spec-draft-n-max "
+                     f"{p.spec_draft_n_max}): ignoring {', '.join(draft_opts)}")
     if p.embedding:
         lines.append("pyllm does not implement embeddings: ignoring --embeddings "
                      "(/embedding and /v1/embeddings answer 501)")

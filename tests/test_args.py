@@ -160,3 +160,10 @@ def test_spec_issue10_flags():
     # the synthetic rates of an auto setting are for its cap
     with pytest.raises(ArgError, match="must contain 7 values, got 3"):
         P(["--spec-draft-n-max", "auto", "--spec-synth-rates", "0.9,0.5,0.1"])
+
+
+def test_draft_head_flags_without_speculation_warn():
+    from pyllm.args import noop_notice
+    assert "ignoring --spec-draft-head-type, --spec-draft-vocab" in noop_notice(
+        P(["--spec-draft-head-type", "q4_0", "--spec-draft-vocab", "100"]))
+    assert noop_notice(P(["--spec-type", "draft-mtp", "--spec-draft-head-type", "q4_0"])) is None
