@@ -79,7 +79,8 @@ int AdaptiveDraftLength::choose(int seq, int n_generating) {
     const double r = expected_rate(seq, k, n);
     if (r > best_rate) { best = k; best_rate = r; }
   }
-  if (++steps_[seq] % kProbe == 0) {
+  // while plain decoding wins, probe 4x less often: each probe costs a draft and the deferred catch-up
+  if (++steps_[seq] % (best > 0 ? kProbe : 4 * kProbe) == 0) {
     // a probe: one longer keeps the next position's rate measured; every other probe goes one shorter
     // (or at the cap) so the cost fit sees row counts on both sides of the working point
     const bool down = best == cap_ || ((steps_[seq] / kProbe) % 2 == 0 && best > 0);

@@ -10,8 +10,8 @@
 // (measure_verify_ms + MtpDrafter::measure_step_ms) and then refined from every step's timings
 // (exponentially weighted least squares), so the numbers of the machine as it runs are the ones used.
 // a_i starts from the context-wide running rate and follows the sequence's own outcomes. Every
-// kProbe-th step a sequence drafts one more (or, every other time, one fewer) than its choice, so the
-// rate of the next position and the cost of a row stay measured. Its sequences defer their MTP
+// kProbe-th step (4 kProbe while k = 0) a sequence drafts one more (or, every other time, one fewer)
+// than its choice, so the rate of the next position and the cost of a row stay measured. Its sequences defer their MTP
 // catch-up to their next draft (MtpDrafter::Run::defer), so k = 0 costs what plain decoding costs.
 // Lossless whatever it picks: the draft length never changes the output.
 #pragma once
