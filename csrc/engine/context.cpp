@@ -261,7 +261,7 @@ std::vector<std::vector<int32_t>> Context::draft(const std::vector<int>& gen) {
   return drafts;
 }
 
-void Context::verify(const Batch& b) {
+void Context::verify(const Batch& b, int n_seqs) {
   const int n = b.n();
   std::vector<int32_t> rows(n);
   for (int i = 0; i < n; i++) rows[i] = i;
@@ -270,7 +270,9 @@ void Context::verify(const Batch& b) {
   ForwardIn in = b.rows();
   in.out_rows = rows.data(); in.n_out = n; in.logits = logits_buf_.data();
   in.hidden = drafter_ ? hidden_buf_.data() : nullptr;
-  in.snapshot = spec_.enabled();  // a recurrent plane per row: any verified prefix can be kept
+  // a recurrent plane per row, so any verified prefix can be kept; a batch of one row per sequence (no
+  // drafts this step) keeps every row, so it updates the state in place as plain decoding does
+  in.snapshot = spec_.enabled() && n > n_seqs;
   model_.forward(tp_, *mem_, in);
   gstats_.n_decode_calls++;
 }
@@ -319,7 +321,7 @@ void Context::generate_step(std::vector<StepOutput>& outs) {
     for (int32_t t : drafts[g]) batch_.add(t, batch_.pos.back() + 1, gen[g]);
   }
   const auto t_verify = clock_t_::now();
-  verify(batch_);
+  verify(batch_, (int)gen.size());
   std::vector<MtpDrafter::Run> kept;
   for (size_t g = 0; g < gen.size(); g++) {
     Seq& s = seqs_[gen[g]];

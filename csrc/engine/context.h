@@ -120,7 +120,7 @@ class Context {
   void prefill_step(std::vector<StepOutput>& outs, int& budget);
   void generate_step(std::vector<StepOutput>& outs);
   // target forward of every row of b, logits for every row into logits_buf_ (hidden_buf_ for MTP)
-  void verify(const Batch& b);
+  void verify(const Batch& b, int n_seqs);  // n_seqs: the sequences in b
   std::vector<std::vector<int32_t>> draft(const std::vector<int>& gen);
   void count_drafts(Seq& s, int n_draft, int n_accepted);
   // the fed rows join the cache; emits acc (with n_probs from logits [acc.size()][n_vocab]) up to a stop
