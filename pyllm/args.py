@@ -139,9 +139,24 @@ class Params:
     spec_draft_type_k: str = "f16"
     spec_draft_type_v: str = "f16"
     spec_draft_model: str = ""
+    spec_draft_threads: int = -1  # draft-simple's threads (-td); -1: as --threads
     spec_draft_backend_sampling: bool = True
     spec_synth_len: float = -1.0
     spec_synth_rates: list = field(default_factory=list)
+    spec_ngram_mod_n_match: int = 24
+    spec_ngram_mod_n_min: int = 48
+    spec_ngram_mod_n_max: int = 64
+    spec_ngram_simple_size_n: int = 12
+    spec_ngram_simple_size_m: int = 48
+    spec_ngram_simple_min_hits: int = 1
+    spec_ngram_map_k_size_n: int = 12
+    spec_ngram_map_k_size_m: int = 48
+    spec_ngram_map_k_min_hits: int = 1
+    spec_ngram_map_k4v_size_n: int = 12
+    spec_ngram_map_k4v_size_m: int = 48
+    spec_ngram_map_k4v_min_hits: int = 1
+    lookup_cache_static: str = ""
+    lookup_cache_dynamic: str = ""
     # logging
     verbosity: int = 3
     log_disable: bool = False
@@ -159,11 +174,12 @@ class Params:
     # ---- derived ----
     @property
     def spec_type(self) -> str:
-        """The single effective speculative type ("none" or e.g. "draft-mtp")."""
-        types = [t for t in self.spec_types if t != "none"]
-        if not types or "none" in self.spec_types[1:]:
+        """The effective speculative types as the core takes them: "none", or a comma list in the order given
+        (e.g. "draft-mtp,ngram-mod"; the core applies llama.cpp's priority order)."""
+        if "none" in self.spec_types[1:]:
             return "none"
-        return types[-1]
+        types = list(dict.fromkeys(t for t in self.spec_types if t != "none"))
+        return ",".join(types) if types else "none"
 
     @property
     def spec_types_str(self) -> str:
@@ -171,7 +187,19 @@ class Params:
 
     @property
     def speculative(self) -> bool:
-        return self.spec_type != "none" and self.spec_draft_n_max > 0
+        """Whether any drafter drafts: an ngram type, or a draft model (draft-mtp, draft-simple) with
+        --spec-draft-n-max > 0."""
+        types = [] if self.spec_type == "none" else self.spec_type.split(",")
+        models = ("draft-mtp", "draft-simple")
+        return any(t not in models for t in types) or (any(t in models for t in types) and self.spec_draft_n_max > 0)
+
+    def spec_ngram(self) -> dict:
+        """The ngram drafters' settings (--spec-ngram-*, -lcs/-lcd) in the core's SpecNgramParams layout."""
+        maps = {k: {f: getattr(self, f"spec_ngram_{k}_{f}") for f in ("size_n", "size_m", "min_hits")}
+                for k in ("simple", "map_k", "map_k4v")}
+        return dict(maps, mod_n_match=self.spec_ngram_mod_n_match, mod_n_min=self.spec_ngram_mod_n_min,
+                    mod_n_max=self.spec_ngram_mod_n_max, lookup_cache_static=self.lookup_cache_static,
+                    lookup_cache_dynamic=self.lookup_cache_dynamic)
 
 
 _GPU_NOTE_FLAGS = {"--flash-attn", "--n-gpu-layers"}
@@ -307,11 +335,15 @@ def _check_spec(p: Params):
     one validation (csrc/speculative/spec_params.cpp), here so a bad command line fails before any model loads.
     It is run as if drafting were on: which types pyllm supports is check_supported's concern."""
     from ._native import core
+    from .generation import ngram_params
+    # draft-simple's model is checked when it loads (check_supported, the core)
+    types = [t for t in p.spec_type.split(",") if t in SUPPORTED_SPEC_TYPES and t not in ("none", "draft-simple")]
+    types = types or ["draft-mtp"]
     try:
-        core.check_spec_params("draft-mtp", p.spec_draft_n_max, p.spec_draft_n_min, p.spec_draft_p_min,
+        core.check_spec_params(",".join(types), p.spec_draft_n_max, p.spec_draft_n_min, p.spec_draft_p_min,
                                float(p.spec_synth_len), [float(r) for r in p.spec_synth_rates],
-                               n_max_auto=p.spec_draft_n_max_auto, draft_head_type=p.spec_draft_head_type,
-                               draft_vocab=p.spec_draft_vocab)
+                               ngram_params(core, p.spec_ngram()), n_max_auto=p.spec_draft_n_max_auto,
+                               draft_head_type=p.spec_draft_head_type, draft_vocab=p.spec_draft_vocab)
     except ValueError as e:
         raise ArgError(f"error: {e}") from None
 
@@ -327,6 +359,7 @@ def _postprocess(p: Params, tool: str):
                      (p.cache_type_k != "f16", "--cache-type-k"), (p.cache_type_v != "f16", "--cache-type-v")):
         if on and name not in p.unimplemented:
             p.unimplemented.append(name)
+    _spec_notes(p)
     if p.n_parallel == 0:
         raise ArgError("error: invalid value for --parallel: 0")
     if tool == "server" and p.n_parallel < 0:
@@ -334,6 +367,19 @@ def _postprocess(p: Params, tool: str):
         p.kv_unified = True
     elif p.n_parallel < 0:
         p.n_parallel = 1
+
+
+def _spec_notes(p: Params):
+    """Speculative flags that are accepted but do nothing where they are given, said once (as llama.cpp they take
+    no effect: min-hits is only read by ngram-map-k4v, the lookup caches only by ngram-cache)."""
+    types = p.spec_type.split(",")
+    for k in ("simple", "map_k"):
+        if getattr(p, f"spec_ngram_{k}_min_hits") != 1:
+            _warn(f"--spec-ngram-{k.replace('_', '-')}-min-hits has no effect (only ngram-map-k4v counts hits, "
+                  f"as in llama.cpp)")
+    for path, flag in ((p.lookup_cache_static, "--lookup-cache-static"), (p.lookup_cache_dynamic, "--lookup-cache-dynamic")):
+        if path and "ngram-cache" not in types:
+            _warn(f"{flag} is only used by --spec-type ngram-cache: ignored")
 
 
 def check_supported(p: Params):
@@ -344,9 +390,17 @@ def check_supported(p: Params):
                            f"(supported: {', '.join(SUPPORTED_SPEC_TYPES)})")
     if p.static_path and not os.path.isdir(p.static_path):
         raise ArgError(f"error: --path '{p.static_path}' is not a directory")
-    if p.spec_draft_model:
-        raise ArgError("error: separate draft models (--spec-draft-model) are not supported by pyllm; "
-                       "use --spec-type draft-mtp")
+    types = p.spec_type.split(",")
+    if p.spec_draft_model and "draft-simple" not in types:
+        raise ArgError("error: --spec-draft-model needs --spec-type draft-simple (pyllm's draft-mtp uses the target's "
+                       "own MTP layer, not one from a separate file)")
+    if "draft-simple" in types and not p.spec_draft_model:
+        raise ArgError("error: --spec-type draft-simple needs a draft model (--spec-draft-model FILE)")
+    if p.spec_draft_model and not os.path.isfile(p.spec_draft_model):
+        raise ArgError(f"error: --spec-draft-model: failed to open '{p.spec_draft_model}'")
+    for path, flag in ((p.lookup_cache_static, "--lookup-cache-static"), (p.lookup_cache_dynamic, "--lookup-cache-dynamic")):
+        if path and not os.path.isfile(path):
+            raise ArgError(f"error: {flag}: failed to open lookup cache '{path}'")
     _check_chat_template(p)
 
 

@@ -16,7 +16,9 @@ SPEC_TYPES = (
     "none", "draft-simple", "draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark",
     "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache",
 )
-SUPPORTED_SPEC_TYPES = ("none", "draft-mtp")
+# what pyllm implements (the core's csrc/speculative/spec_params.cpp holds the same list, in priority order)
+SUPPORTED_SPEC_TYPES = ("none", "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache", "draft-simple",
+                        "draft-mtp")
 CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 
 
@@ -81,6 +83,12 @@ def _spec_type(p: Params, v: str):
     if "none" in types:
         types = ["none"]
     p.spec_types.extend(types)
+
+
+def _spec_default(p: Params):
+    """--spec-default: llama.cpp's default speculative config, ngram-mod with n_match 24, n_min 48, n_max 64."""
+    p.spec_types.append("ngram-mod")
+    p.spec_ngram_mod_n_match, p.spec_ngram_mod_n_min, p.spec_ngram_mod_n_max = 24, 48, 64
 
 
 AUTO_N_MAX_CAP = 7  # `--spec-draft-n-max auto`: the longest draft the adaptive length may choose
@@ -373,7 +381,7 @@ OPTIONS: list = [
     Opt(("-j", "--json-schema"), "str", "json_schema"),
     # speculative
     Opt(("--spec-type",), "custom", env="LLAMA_ARG_SPEC_TYPE", fn=_spec_type,
-        help="comma-separated speculative types: " + ",".join(SPEC_TYPES) + " (pyllm supports none, draft-mtp)"),
+        help="comma-separated speculative types: " + ",".join(SPEC_TYPES) + " (pyllm supports " + ", ".join(SUPPORTED_SPEC_TYPES) + ")"),
     Opt(("--spec-draft-n-max",), "custom", env="LLAMA_ARG_SPEC_DRAFT_N_MAX", fn=_spec_n_max,
         help="draft length N, or auto / auto:CAP (pyllm: chosen per sequence from acceptance and measured costs, "
              f"CAP default {AUTO_N_MAX_CAP})"),
@@ -392,7 +400,7 @@ OPTIONS: list = [
         neg=("--no-spec-draft-backend-sampling",)),
     Opt(("--spec-synth-len",), "custom", env="LLAMA_ARG_SPEC_SYNTH_LEN", fn=_synth_len, tools=GS + B),
     Opt(("--spec-synth-rates",), "custom", env="LLAMA_ARG_SPEC_SYNTH_RATES", fn=_synth_rates, tools=GS + B),
-    Opt(("--spec-draft-threads", "-td", "--threads-draft"), "ignore"),
+    Opt(("--spec-draft-threads", "-td", "--threads-draft"), "int", "spec_draft_threads"),
     Opt(("--spec-draft-threads-batch", "-tbd", "--threads-batch-draft"), "ignore"),
     Opt(("--spec-draft-cpu-mask", "-Cd", "--cpu-mask-draft"), "ignore"),
     Opt(("--spec-draft-cpu-range", "-Crd", "--cpu-range-draft"), "ignore"),
@@ -409,15 +417,15 @@ OPTIONS: list = [
     Opt(("--spec-draft-override-tensor", "-otd", "--override-tensor-draft"), "ignore"),
     Opt(("--spec-draft-cpu-moe", "-cmoed", "--cpu-moe-draft"), "ignore", value=False, env="LLAMA_ARG_SPEC_DRAFT_CPU_MOE"),
     Opt(("--spec-draft-n-cpu-moe", "--spec-draft-ncmoe", "-ncmoed", "--n-cpu-moe-draft"), "ignore", env="LLAMA_ARG_SPEC_DRAFT_N_CPU_MOE"),
-    Opt(("--spec-ngram-mod-n-min",), "ignore"), Opt(("--spec-ngram-mod-n-max",), "ignore"),
-    Opt(("--spec-ngram-mod-n-match",), "ignore"),
-    Opt(("--spec-ngram-simple-size-n",), "ignore"), Opt(("--spec-ngram-simple-size-m",), "ignore"),
-    Opt(("--spec-ngram-simple-min-hits",), "ignore"),
-    Opt(("--spec-ngram-map-k-size-n",), "ignore"), Opt(("--spec-ngram-map-k-size-m",), "ignore"),
-    Opt(("--spec-ngram-map-k-min-hits",), "ignore"),
-    Opt(("--spec-ngram-map-k4v-size-n",), "ignore"), Opt(("--spec-ngram-map-k4v-size-m",), "ignore"),
-    Opt(("--spec-ngram-map-k4v-min-hits",), "ignore"),
-    Opt(("--spec-default",), "custom", value=False, fn=lambda p, v=None: _spec_type(p, "ngram-mod"), tools=S),
+    # the ngram drafters (validated by the core's check_spec_params, with upstream's ranges)
+    Opt(("--spec-ngram-mod-n-min",), "int", "spec_ngram_mod_n_min"),
+    Opt(("--spec-ngram-mod-n-max",), "int", "spec_ngram_mod_n_max"),
+    Opt(("--spec-ngram-mod-n-match",), "int", "spec_ngram_mod_n_match"),
+    *[Opt((f"--spec-ngram-{k}-{f}",), "int", f"spec_ngram_{k.replace('-', '_')}_{f.replace('-', '_')}")
+      for k in ("simple", "map-k", "map-k4v") for f in ("size-n", "size-m", "min-hits")],
+    Opt(("-lcs", "--lookup-cache-static"), "str", "lookup_cache_static"),
+    Opt(("-lcd", "--lookup-cache-dynamic"), "str", "lookup_cache_dynamic"),
+    Opt(("--spec-default",), "custom", value=False, fn=lambda p, v=None: _spec_default(p), tools=GS),
     # removed
     Opt(("--draft", "--draft-n", "--draft-max"), "removed", env="LLAMA_ARG_DRAFT_MAX",
         fn=_removed("use --spec-draft-n-max or --spec-ngram-mod-n-max")),

@@ -77,13 +77,38 @@ def logprob(p: float) -> float:
     return math.log(p) if p > 0 else float("-inf")
 
 
+def ngram_params(core, settings: Optional[dict]):
+    """The core's SpecNgramParams from a dict of its fields (pyllm.args.Params.spec_ngram(); the nested
+    simple / map_k / map_k4v take dicts of size_n, size_m, min_hits). Unknown names raise ValueError."""
+    ng = core.SpecNgramParams()
+    for k, v in (settings or {}).items():
+        if not hasattr(ng, k):
+            raise ValueError(f"unknown ngram setting {k!r}")
+        if isinstance(v, dict):
+            sub = getattr(ng, k)
+            for f, x in v.items():
+                if not hasattr(sub, f):
+                    raise ValueError(f"unknown ngram setting {k}.{f}")
+                setattr(sub, f, int(x))
+            setattr(ng, k, sub)
+        else:
+            setattr(ng, k, v)
+    return ng
+
+
+def uses_mtp(spec_type: str) -> bool:
+    """Whether a spec type list ("draft-mtp,ngram-mod") needs the file's MTP layer loaded."""
+    return "draft-mtp" in spec_type.split(",")
+
+
 class Generator:
     """A model and one core Context of n_seq sequences (the KV / recurrent memory, batched decoding, MTP)."""
 
     def __init__(self, model: Model, n_ctx: int = 0, n_seq: int = 1, n_batch: int = 2048, n_ubatch: int = 512,
                  n_threads: int = 0, spec_type: str = "none", n_max: int = 3, n_min: int = 0, p_min: float = 0.0,
-                 synth_len: float = -1.0, synth_rates=(), n_max_auto: bool = False, draft_head_type: str = "",
-                 draft_vocab: int = 0):
+                 synth_len: float = -1.0, synth_rates=(), ngram: Optional[dict] = None,
+                 draft_model: Optional[Model] = None, draft_threads: int = 0, n_max_auto: bool = False,
+                 draft_head_type: str = "", draft_vocab: int = 0):
         self.model = model
         self.n_ctx = n_ctx if n_ctx > 0 else (model.n_ctx_train or 4096)  # 0: the model's training context
         self.n_threads = n_threads if n_threads > 0 else default_threads()
@@ -92,8 +117,13 @@ class Generator:
         self.ctx = model.core.Context(model._m, self.n_ctx, n_seq, n_batch=n_batch, n_ubatch=n_ubatch,
                                       n_threads=self.n_threads, spec_type=spec_type, n_max=n_max, n_min=n_min,
                                       p_min=p_min, synth_len=float(synth_len),
-                                      synth_rates=[float(x) for x in synth_rates], n_max_auto=n_max_auto,
-                                      draft_head_type=draft_head_type or "", draft_vocab=int(draft_vocab))
+                                      synth_rates=[float(x) for x in synth_rates],
+                                      ngram=ngram_params(model.core, ngram),
+                                      draft_model=draft_model._m if draft_model is not None else None,
+                                      draft_threads=draft_threads if draft_threads > 0 else self.n_threads,
+                                      n_max_auto=n_max_auto, draft_head_type=draft_head_type or "",
+                                      draft_vocab=int(draft_vocab))
+        self.draft_model = draft_model  # draft-simple's model (-md), kept alive with the context
         self.n_max, self.n_max_auto = n_max, n_max_auto
         # the cheap draft head (csrc/speculative/draft_head.h): its rows, type and extra memory, once
         self.draft_head_info = str(getattr(self.ctx, "draft_head_info", "") or "")
@@ -107,11 +137,16 @@ class Generator:
 
     @classmethod
     def from_params(cls, model: Model, p, n_seq: int) -> "Generator":
-        """The Generator for parsed llama.cpp flags (pyllm.args.Params): the one place flags become core params."""
+        """The Generator for parsed llama.cpp flags (pyllm.args.Params): the one place flags become core params
+        (it loads draft-simple's --spec-draft-model)."""
+        draft = None
+        if p.speculative and "draft-simple" in p.spec_type.split(",") and p.spec_draft_model:
+            draft = Model(p.spec_draft_model, core=model.core)
         return cls(model, p.n_ctx, n_seq, n_batch=p.n_batch, n_ubatch=p.n_ubatch, n_threads=p.n_threads,
                    spec_type=p.spec_type if p.speculative else "none", n_max=p.spec_draft_n_max,
                    n_min=p.spec_draft_n_min, p_min=p.spec_draft_p_min, synth_len=p.spec_synth_len,
-                   synth_rates=p.spec_synth_rates, n_max_auto=p.spec_draft_n_max_auto,
+                   synth_rates=p.spec_synth_rates, ngram=p.spec_ngram(), draft_model=draft,
+                   draft_threads=p.spec_draft_threads, n_max_auto=p.spec_draft_n_max_auto,
                    draft_head_type=p.spec_draft_head_type, draft_vocab=p.spec_draft_vocab)
 
     # ---------------------------------------------------------------- sequences
@@ -225,6 +260,19 @@ class Generator:
         except Exception:
             return ""
 
+    @property
+    def per_drafter(self) -> bool:
+        """Whether statistics per drafter are reported (timings, log, /metrics): some drafter other than draft-mtp
+        is configured (with draft-mtp alone the totals are its statistics, in llama-server's exact shapes)."""
+        return self.spec != "none" and self.spec != "draft-mtp"
+
+    def drafter_lines(self, seq: int) -> list:
+        """llama.cpp's `statistics <type>: ...` line per drafter for the sequence's last request."""
+        try:
+            return list(self.ctx.drafter_lines(seq))
+        except Exception:
+            return []
+
     # ---------------------------------------------------------------- per sequence
     def _on_result(self, seq: int, run: _Seq, r: dict, events: list):
         req = run.req
@@ -290,6 +338,7 @@ class Generator:
             "stop_type": run.stop_type, "stopping_word": run.stream.stopping_word,
             "has_new_line": run.has_new_line or "\n" in run.stream.text, "truncated": run.truncated,
             "timings": self._timings(run, st), "stats": st, "acceptance_line": line,
+            "drafter_lines": self.drafter_lines(seq) if self.per_drafter else [],
             "n_held": len(self.held[seq]),
             "probs_tail": [] if run.stop_type == "word" else list(run.probs_pending),
         }
@@ -318,4 +367,7 @@ class Generator:
         if n_draft > 0 or (self.spec != "none" and int(st.get("n_verif_steps", 0) or 0) > 0):
             t["draft_n"] = n_draft
             t["draft_n_accepted"] = int(st.get("n_draft_accepted", 0) or 0)
+            if self.per_drafter:  # pyllm's addition: which drafter made how many of them
+                t["drafters"] = {d["type"]: {"draft_n": int(d["n_draft"]), "draft_n_accepted": int(d["n_draft_accepted"]),
+                                             "drafts": int(d["n_drafts"])} for d in st.get("drafters") or []}
         return t

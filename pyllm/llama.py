@@ -18,7 +18,8 @@ from typing import Iterator, List, Optional, Union
 
 from .chat import BUILTIN_TEMPLATES, resolve_chat_template
 from .chat_request import ChatSetup, RequestError
-from .generation import Generator, Request, default_threads
+from .flags import SUPPORTED_SPEC_TYPES
+from .generation import Generator, Request, default_threads, uses_mtp
 from .structured import GrammarError, GrammarMatcher, TokenConstraint, request_grammar
 from .toolcalls import event_to_delta
 from .toolcalls import finish_reason as chat_finish_reason
@@ -64,13 +65,17 @@ class Llama:
             "mistral-v7"); None uses the GGUF's tokenizer.chat_template (ChatML when it has none).
         last_n_tokens_size: how many recent tokens the repeat / presence / frequency penalties look at.
         verbose: print a timing line to stderr after each call.
-        spec_type: "none" or "draft-mtp" (Multi-Token-Prediction speculative decoding with the file's MTP layer).
+        spec_type: "none", "draft-mtp" (Multi-Token-Prediction speculative decoding with the file's MTP layer),
+            an ngram drafter ("ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache") or a
+            comma list of them ("draft-mtp,ngram-mod"), as llama.cpp's --spec-type.
         spec_draft_n_max, spec_draft_n_min, spec_draft_p_min: draft length bounds and minimum draft probability
             (llama.cpp's --spec-draft-n-max / -n-min / -p-min); spec_draft_n_max="auto" (or "auto:CAP") chooses the
             length per step from the running acceptance and the measured costs (cap 7).
         spec_draft_head_type, spec_draft_vocab: the cheap draft head (--spec-draft-head-type / --spec-draft-vocab):
             draft with a lower-bit copy of the output matrix (e.g. "q4_0") and / or over the N lowest token ids;
             the output is unchanged (the target verifies with its own head).
+        spec_ngram: the ngram drafters' settings as a dict of SpecNgramParams fields (e.g. {"mod_n_match": 24,
+            "simple": {"size_n": 12}, "lookup_cache_static": path}); llama.cpp's --spec-ngram-* defaults otherwise.
     Raises ValueError (a bad file, an unsupported argument, a model without MTP layers for draft-mtp) and
     TypeError for an argument llama-cpp-python does not have either.
     """
@@ -79,8 +84,8 @@ class Llama:
                  n_threads: Optional[int] = None, n_threads_batch: Optional[int] = None,
                  seed: int = LLAMA_DEFAULT_SEED, chat_format: Optional[str] = None, last_n_tokens_size: int = 64,
                  verbose: bool = True, spec_type: str = "none", spec_draft_n_max: Union[int, str] = 3,
-                 spec_draft_n_min: int = 0, spec_draft_p_min: float = 0.0, spec_draft_head_type: str = "",
-                 spec_draft_vocab: int = 0, **kwargs):
+                 spec_draft_n_min: int = 0, spec_draft_p_min: float = 0.0, spec_ngram: Optional[dict] = None,
+                 spec_draft_head_type: str = "", spec_draft_vocab: int = 0, **kwargs):
         for name, value in kwargs.items():
             if name in _CPU_NOOPS:
                 if value != _CPU_NOOPS[name]:
@@ -97,8 +102,10 @@ class Llama:
         if chat_format is not None and chat_format not in CHAT_FORMATS:
             raise ValueError(f"Llama: chat_format {chat_format!r} is not supported by pyllm "
                              f"(supported: {', '.join(sorted(CHAT_FORMATS))}; None = the GGUF's template)")
-        if spec_type not in ("none", "draft-mtp"):
-            raise ValueError(f"Llama: spec_type {spec_type!r} is not supported by pyllm (supported: none, draft-mtp)")
+        bad = [t for t in spec_type.split(",") if t not in SUPPORTED_SPEC_TYPES]
+        if bad:
+            raise ValueError(f"Llama: spec_type {bad[0]!r} is not supported by pyllm "
+                             f"(supported: {', '.join(SUPPORTED_SPEC_TYPES)})")
         self.model_path = model_path
         self.verbose = verbose
         self.chat_format = chat_format
@@ -117,10 +124,10 @@ class Llama:
             if not pa.spec_draft_n_max_auto:
                 raise ValueError(f"Llama: spec_draft_n_max {spec_draft_n_max!r} must be an int, 'auto' or 'auto:CAP'")
             spec_draft_n_max = pa.spec_draft_n_max
-        self._model = Model(model_path, load_mtp=(spec_type == "draft-mtp"))
+        self._model = Model(model_path, load_mtp=uses_mtp(spec_type))
         self._gen = Generator(self._model, n_ctx, 1, n_batch=n_batch, n_ubatch=n_ubatch,
                               n_threads=n_threads or default_threads(), spec_type=spec_type, n_max=spec_draft_n_max,
-                              n_min=spec_draft_n_min, p_min=spec_draft_p_min, n_max_auto=n_max_auto,
+                              n_min=spec_draft_n_min, p_min=spec_draft_p_min, ngram=spec_ngram, n_max_auto=n_max_auto,
                               draft_head_type=spec_draft_head_type, draft_vocab=spec_draft_vocab)
         self._chat_template = resolve_chat_template(CHAT_FORMATS.get(chat_format) if chat_format else None,
                                                     {"tokenizer.chat_template": self._model.chat_template})

@@ -15,6 +15,7 @@ from pyllm import _core as _real
 
 # the real core's settings structs and validation (plain data and checks; no model needed)
 SamplerParams, SeqParams, check_spec_params = _real.SamplerParams, _real.SeqParams, _real.check_spec_params
+SpecNgramParams = _real.SpecNgramParams
 sampler_types_from_names, sampler_types_from_chars = _real.sampler_types_from_names, _real.sampler_types_from_chars
 sampler_type_name = _real.sampler_type_name
 
@@ -104,12 +105,12 @@ class _Seq:
 class Context:
     def __init__(self, model: Model, n_ctx: int, n_seq: int, n_batch: int = 2048, n_ubatch: int = 512,
                  n_threads: int = 2, spec_type: str = "none", n_max: int = 3, n_min: int = 0, p_min: float = 0.0,
-                 synth_len: float = -1.0, synth_rates: list = (), n_max_auto: bool = False, draft_head_type: str = "",
-                 draft_vocab: int = 0):
+                 synth_len: float = -1.0, synth_rates: list = (), ngram=None, draft_model=None, draft_threads=0,
+                 n_max_auto: bool = False, draft_head_type: str = "", draft_vocab: int = 0):
         if n_seq < 1:
             raise ValueError("n_seq must be >= 1")
-        check_spec_params(spec_type, n_max, n_min, p_min, float(synth_len), list(synth_rates), n_max_auto,
-                          draft_head_type, draft_vocab)
+        check_spec_params(spec_type, n_max, n_min, p_min, float(synth_len), list(synth_rates),
+                          ngram if ngram is not None else SpecNgramParams(), n_max_auto, draft_head_type, draft_vocab)
         self.draft_head_info = ""
         self.model = model
         self.n_ctx = n_ctx
@@ -265,7 +266,7 @@ def install():
     """Make `pyllm._core`-like attributes available: returns a module-like namespace."""
     import types
     m = types.SimpleNamespace(Model=Model, Context=Context, GGUFError=GGUFError, SamplerParams=SamplerParams,
-                              SeqParams=SeqParams, check_spec_params=check_spec_params,
+                              SeqParams=SeqParams, check_spec_params=check_spec_params, SpecNgramParams=SpecNgramParams,
                               sampler_types_from_names=sampler_types_from_names,
                               sampler_types_from_chars=sampler_types_from_chars, sampler_type_name=sampler_type_name)
     return m

@@ -58,9 +58,10 @@ def test_spec_type():
         P(["--spec-type", t])
     with pytest.raises(ArgError):
         P(["--spec-type", "bogus"])
-    p = P(["--spec-type", "ngram-mod"])
-    with pytest.raises(ArgError, match="speculative type ngram-mod is not supported by pyllm"):
+    p = P(["--spec-type", "draft-eagle3"])
+    with pytest.raises(ArgError, match="speculative type draft-eagle3 is not supported by pyllm"):
         check_supported(p)
+    check_supported(P(["--spec-type", "ngram-mod,draft-mtp"]))
     check_supported(P(["--spec-type", "draft-mtp"]))
     p = P(["--spec-type", "draft-mtp", "--spec-draft-n-max", "0"])
     assert not p.speculative

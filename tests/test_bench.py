@@ -264,7 +264,7 @@ def test_json_csv_png(tmp_path):
 # ------------------------------------------------------------------------------------------ prompts
 
 def test_builtin_tasks():
-    assert parse_tasks("all") == ["code", "translate", "story", "agent"]
+    assert parse_tasks("all") == ["code", "translate", "story", "agent", "edit"]
     assert parse_tasks("story, code") == ["story", "code"]
     with pytest.raises(PromptError):
         parse_tasks("code,nope")

@@ -60,7 +60,7 @@ def test_generate_no_display_prompt_and_sampling_flags(plain):
     (["-n", "abc"], 'error while handling argument "-n"'),
     (["-p"], 'error while handling argument "-p": expected value for argument'),
     (["--spec-type", "bogus"], "unknown speculative decoding type: bogus"),
-    (["--spec-type", "ngram-mod"], "not supported by pyllm"),
+    (["--spec-type", "draft-eagle3"], "not supported by pyllm"),
 ])
 def test_bad_flags_exit_1(args, msg):
     r = pyllm("generate", *args)

@@ -307,7 +307,7 @@ def test_draft_mtp_without_mtp_layer(tiny_gguf):
     with pytest.raises(ValueError, match="MTP.*load_mtp"):
         new_context(m2, 128, spec_type="draft-mtp", n_max=3)
     with pytest.raises(ValueError, match="not supported"):
-        new_context(m2, 128, spec_type="ngram-simple")
+        new_context(m2, 128, spec_type="draft-eagle3")
 
 
 @pytest.fixture(scope="module")

@@ -220,7 +220,7 @@ def test_sampling_params(llm):
     ({"lora_path": "x.bin"}, ValueError, "lora_path"), ({"embedding": True}, ValueError, "embedding"),
     ({"draft_model": object()}, ValueError, "draft_model"), ({"type_k": 8}, ValueError, "type_k"),
     ({"bogus_arg": 1}, TypeError, "bogus_arg"), ({"chat_format": "nope"}, ValueError, "chat_format"),
-    ({"spec_type": "ngram-simple"}, ValueError, "spec_type")])
+    ({"spec_type": "draft-eagle3"}, ValueError, "spec_type")])
 def test_unsupported_constructor_args(kwargs, exc, name):
     with pytest.raises(exc, match=name):
         Llama(model_path=MODEL, verbose=False, **kwargs)

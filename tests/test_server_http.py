@@ -455,7 +455,7 @@ def test_endpoints_disabled():
 
 
 @pytest.mark.parametrize("args,msg", [(["--spec-type", "bogus"], "unknown speculative decoding type"),
-                                      (["--spec-type", "ngram-mod"], "not supported by pyllm"),
+                                      (["--spec-type", "draft-dflash"], "not supported by pyllm"),
                                       (["--foo"], "error: invalid argument: --foo")])
 def test_startup_errors(args, msg):
     s = Server(*args, wait=False)

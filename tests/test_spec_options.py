@@ -88,7 +88,7 @@ def test_sequences_with_different_settings_together(q8, prompts):
 
 
 @pytest.mark.parametrize("prm,ctx_kw,msg", [
-    ({"speculative.n_max": 4}, {"spec_type": "draft-mtp", "n_max": 3}, "speculative.n_max 4 exceeds the server's --spec-draft-n-max 3"),
+    ({"speculative.n_max": 4}, {"spec_type": "draft-mtp", "n_max": 3}, "speculative.n_max 4 exceeds the server's longest draft 3"),
     ({"speculative.n_max": 1}, {}, "speculative.n_max: speculative decoding is off"),
     ({"speculative.n_max": -1}, {}, "'speculative.n_max' must be an integer >= 0"),
     ({"speculative.n_max": 1.5}, {}, "'speculative.n_max' must be an integer >= 0"),

@@ -71,7 +71,7 @@ def test_eval_keeps_mtp_memory_in_step(trained):
 
 
 BAD = [
-    ({"spec_type": "ngram-mod"}, "speculative type 'ngram-mod' is not supported by pyllm"),
+    ({"spec_type": "draft-eagle3"}, "speculative type 'draft-eagle3' is not supported by pyllm"),
     ({"n_max": -1}, "--spec-draft-n-max must be >= 0, got -1"),
     ({"n_min": -2}, "--spec-draft-n-min must be >= 0, got -2"),
     ({"p_min": 1.5}, r"--spec-draft-p-min must be within \[0, 1\]"),

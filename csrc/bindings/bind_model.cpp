@@ -44,12 +44,32 @@ struct PyModel {
   std::unique_ptr<Model> m;
 };
 
+struct PyDrafter {
+  std::unique_ptr<Drafter> d;
+  int n_seq;
+  void check(int seq) const {
+    if (seq < 0 || seq >= n_seq) throw std::out_of_range("sequence id " + std::to_string(seq) + " out of range [0, " + std::to_string(n_seq) + ")");
+  }
+};
+
+nb::list drafters_list(const std::vector<DrafterStats>& ds) {
+  nb::list l;
+  for (const DrafterStats& x : ds) {
+    nb::dict d;
+    d["type"] = x.name; d["n_drafts"] = x.n_drafts; d["n_draft"] = x.n_draft; d["n_draft_accepted"] = x.n_accepted;
+    d["n_drafts_accepted"] = x.n_drafts_accepted; d["n_accepted_per_pos"] = x.n_accepted_per_pos; d["t_draft_ms"] = x.t_draft_ms;
+    l.append(d);
+  }
+  return l;
+}
+
 nb::dict stats_dict(const SeqStats& st) {
   nb::dict d;
   d["n_prompt"] = st.n_prompt; d["n_cached"] = st.n_cached; d["n_gen"] = st.n_gen;
   d["t_prompt_ms"] = st.t_prompt_ms; d["t_gen_ms"] = st.t_gen_ms;
   d["n_draft"] = st.n_draft; d["n_draft_accepted"] = st.n_draft_accepted; d["n_verif_steps"] = st.n_verif_steps;
   d["n_accepted_per_pos"] = st.n_accepted_per_pos;
+  d["drafters"] = drafters_list(st.drafters);
   return d;
 }
 }  // namespace
@@ -60,14 +80,55 @@ void bind_model(nb::module_& m) {
 
   // the one validation of the speculative settings (ValueError naming the setting); returns the
   // synthetic acceptance's per-position keep probabilities ([] when off)
+  // the ngram drafters' settings (--spec-ngram-*, -lcs/-lcd) as plain fields, llama.cpp's defaults
+  nb::class_<NgramParams::Map>(m, "SpecNgramMap")
+      .def(nb::init<>())
+      .def_rw("size_n", &NgramParams::Map::size_n)
+      .def_rw("size_m", &NgramParams::Map::size_m)
+      .def_rw("min_hits", &NgramParams::Map::min_hits);
+  nb::class_<NgramParams>(m, "SpecNgramParams")
+      .def(nb::init<>())
+      .def_rw("simple", &NgramParams::simple)
+      .def_rw("map_k", &NgramParams::map_k)
+      .def_rw("map_k4v", &NgramParams::map_k4v)
+      .def_rw("mod_n_match", &NgramParams::mod_n_match)
+      .def_rw("mod_n_min", &NgramParams::mod_n_min)
+      .def_rw("mod_n_max", &NgramParams::mod_n_max)
+      .def_rw("lookup_cache_static", &NgramParams::lookup_cache_static)
+      .def_rw("lookup_cache_dynamic", &NgramParams::lookup_cache_dynamic);
+  m.attr("SPEC_TYPES_SUPPORTED") = spec_types_supported();
+
+  // testing aid: one ngram drafter over given token histories (the Drafter interface as it is)
+  nb::class_<PyDrafter>(m, "NgramDrafter")
+      .def("__init__", [](PyDrafter* self, const std::string& type, const NgramParams& g, int n_seq, int64_t n_vocab) {
+        std::unique_ptr<Drafter> d = make_ngram_drafter(type, g, n_seq, n_vocab);
+        if (!d) throw std::invalid_argument("not an ngram drafter: '" + type + "'");
+        new (self) PyDrafter{std::move(d), n_seq};
+      }, nb::arg("type"), nb::arg("ngram") = NgramParams{}, nb::arg("n_seq") = 1, nb::arg("n_vocab") = 1 << 20)
+      .def_prop_ro("n_max", [](const PyDrafter& p) { return p.d->n_max(); })
+      .def("begin", [](PyDrafter& p, int seq, const std::vector<int32_t>& prompt, int n_same) { p.check(seq); p.d->begin(seq, prompt, n_same); },
+           nb::arg("seq"), nb::arg("prompt"), nb::arg("n_same") = 0)
+      .def("draft", [](PyDrafter& p, int seq, const std::vector<int32_t>& history, int32_t last, int n_max) {
+        p.check(seq);
+        std::vector<std::vector<int32_t>> out(1);
+        p.d->draft({{seq, &history, last, (int32_t)history.size(), n_max}}, out);
+        return out[0];
+      }, nb::arg("seq"), nb::arg("history"), nb::arg("last"), nb::arg("n_max") = 1 << 20)
+      .def("accept", [](PyDrafter& p, int seq, int n_accepted, bool mine) { p.check(seq); p.d->accept(seq, n_accepted, mine); },
+           nb::arg("seq"), nb::arg("n_accepted"), nb::arg("mine") = true);
+
+  // the one validation of the speculative settings (ValueError naming the setting); returns the
+  // synthetic acceptance's per-position keep probabilities ([] when off)
   m.def("check_spec_params", [](const std::string& spec_type, int n_max, int n_min, float p_min, double synth_len,
-                                std::vector<double> synth_rates, bool n_max_auto, const std::string& draft_head_type,
-                                int draft_vocab) {
-    return check_spec_params(spec_params(spec_type, n_max, n_min, p_min, synth_len, std::move(synth_rates), n_max_auto,
-                                         draft_head_type, draft_vocab));
+                                std::vector<double> synth_rates, const NgramParams& ngram, bool n_max_auto,
+                                const std::string& draft_head_type, int draft_vocab) {
+    SpecParams sp = spec_params(spec_type, n_max, n_min, p_min, synth_len, std::move(synth_rates), n_max_auto,
+                                draft_head_type, draft_vocab);
+    sp.ngram = ngram;
+    return check_spec_params(sp);
   }, nb::arg("spec_type") = "none", nb::arg("n_max") = 3, nb::arg("n_min") = 0, nb::arg("p_min") = 0.0f,
-     nb::arg("synth_len") = -1.0, nb::arg("synth_rates") = std::vector<double>{}, nb::arg("n_max_auto") = false,
-     nb::arg("draft_head_type") = "", nb::arg("draft_vocab") = 0);
+     nb::arg("synth_len") = -1.0, nb::arg("synth_rates") = std::vector<double>{}, nb::arg("ngram") = NgramParams{},
+     nb::arg("n_max_auto") = false, nb::arg("draft_head_type") = "", nb::arg("draft_vocab") = 0);
 
   // the adaptive draft length's policy alone (tests drive it with chosen costs and outcomes)
   nb::class_<AdaptiveDraftLength>(m, "AdaptiveDraftLength")
@@ -161,16 +222,25 @@ void bind_model(nb::module_& m) {
   nb::class_<Context>(m, "Context")
       .def("__init__", [](Context* self, PyModel& model, int n_ctx, int n_seq, int n_batch, int n_ubatch, int n_threads,
                           const std::string& spec_type, int n_max, int n_min, float p_min, double synth_len, std::vector<double> synth_rates,
+                          const NgramParams& ngram, const PyModel* draft_model, int draft_threads, int max_planes,
                           bool n_max_auto, const std::string& draft_head_type, int draft_vocab) {
         SpecParams sp = spec_params(spec_type, n_max, n_min, p_min, synth_len, std::move(synth_rates), n_max_auto,
                                     draft_head_type, draft_vocab);
+        sp.ngram = ngram;
+        sp.draft_model = draft_model ? draft_model->m.get() : nullptr; sp.draft_threads = draft_threads;
+        sp.max_planes = max_planes;
         nb::gil_scoped_release rel;
         new (self) Context(*model.m, n_ctx, n_seq, n_batch, n_ubatch, n_threads, sp);
       }, nb::arg("model"), nb::arg("n_ctx"), nb::arg("n_seq") = 1, nb::arg("n_batch") = 2048, nb::arg("n_ubatch") = 512,
          nb::arg("n_threads") = 2, nb::arg("spec_type") = "none", nb::arg("n_max") = 3, nb::arg("n_min") = 0,
          nb::arg("p_min") = 0.0f, nb::arg("synth_len") = -1.0, nb::arg("synth_rates") = std::vector<double>{},
-         nb::arg("n_max_auto") = false, nb::arg("draft_head_type") = "", nb::arg("draft_vocab") = 0,
-         nb::keep_alive<1, 2>())
+         nb::arg("ngram") = NgramParams{}, nb::arg("draft_model").none() = nb::none(), nb::arg("draft_threads") = 0,
+         nb::arg("max_planes") = 0, nb::arg("n_max_auto") = false, nb::arg("draft_head_type") = "",
+         nb::arg("draft_vocab") = 0, nb::keep_alive<1, 2>(), nb::keep_alive<1, 15>())
+      .def_prop_ro("n_planes", &Context::n_planes)
+      .def_prop_ro("drafters", &Context::drafter_names)
+      .def_prop_ro("n_draft_max", &Context::n_draft_max)
+      .def("drafter_lines", &Context::drafter_lines)
       // the cheap draft head's one-line description (type, rows, memory), "" when drafting uses the model's head
       .def_prop_ro("draft_head_info", [](const Context& c) { return c.draft_head() ? c.draft_head()->description() : std::string(); })
       .def_prop_ro("draft_head_bytes", [](const Context& c) { return c.draft_head() ? c.draft_head()->bytes() : (size_t)0; })
@@ -242,6 +312,8 @@ void bind_model(nb::module_& m) {
         d["n_mtp_rows"] = g.n_mtp_rows;
         d["n_draft_forwards"] = g.n_draft_forwards; d["t_draft_ms"] = g.t_draft_ms;
         d["n_gen_steps"] = g.n_gen_steps; d["n_gen_rows"] = g.n_gen_rows; d["t_verify_ms"] = g.t_verify_ms;
+        d["drafters"] = drafters_list(g.drafters);
+        d["n_replay_rows"] = g.n_replay_rows;
         return d;
       })
       .def_prop_ro("memory_bytes", &Context::memory_bytes)

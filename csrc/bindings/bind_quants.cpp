@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "bindings/bindings.h"
+#include "cpu/matmul.h"
+#include "cpu/threadpool.h"
 #include "ggml/quants_lanes.h"
 #include "ggml/types.h"
 
@@ -40,12 +42,13 @@ static nb::ndarray<nb::numpy, T, nb::ndim<1>> owned_array(std::vector<T>&& v) {
 }
 
 // Quantize a float row to type `vt` (needs its from_float).
-static std::vector<uint8_t> quantize_row(ggml_type vt, const float* x, int64_t n) {
+static std::vector<uint8_t> quantize_row(ggml_type vt, const float* x, int64_t n, bool act = false) {
   const type_traits& t = get_type_traits(vt);
-  if (!t.from_float) throw std::invalid_argument(std::string(t.name) + ": no quantizer");
+  const from_float_fn f = act ? t.from_float_act : t.from_float;
+  if (!f) throw std::invalid_argument(std::string(t.name) + ": no " + (act ? "activation " : "") + "quantizer");
   check_len(t, n);
   std::vector<uint8_t> out(row_size(vt, n));
-  t.from_float(x, out.data(), n);
+  f(x, out.data(), n);
   return out;
 }
 
@@ -68,17 +71,19 @@ void bind_quants(nb::module_& m) {
   }, nb::arg("type"), nb::arg("data"), nb::arg("n"),
   "Dequantize the first n elements of `data` (raw block bytes) to float32.");
 
-  m.def("quantize", [](int type, f32_in x) {
+  m.def("quantize", [](int type, f32_in x, bool act) {
     traits_for(type);
     const int64_t n = (int64_t)x.shape(0);
     std::vector<uint8_t> out;
     {
       std::unique_ptr<nb::gil_scoped_release> rel;
       if (n * 4 >= (int64_t)kReleaseGilBytes) rel.reset(new nb::gil_scoped_release);
-      out = quantize_row((ggml_type)type, x.data(), n);
+      out = quantize_row((ggml_type)type, x.data(), n, act);
     }
     return owned_array(std::move(out));
-  }, nb::arg("type"), nb::arg("x"), "Quantize a float32 row to `type` (reference quantizer); returns block bytes.");
+  }, nb::arg("type"), nb::arg("x"), nb::arg("act") = false,
+  "Quantize a float32 row to `type` (the table's quantizer at the current SIMD level; act=True: the "
+  "activation quantizer matmul uses); returns block bytes.");
 
   m.def("quantize_fast", [](int type, f32_in x) {
     const type_traits& t = traits_for(type);
@@ -93,7 +98,7 @@ void bind_quants(nb::module_& m) {
   }, nb::arg("type"), nb::arg("x"),
   "quantize() with the same bytes, faster for Q4_K/Q5_K (lane-parallel search); for tools writing whole models.");
 
-  m.def("vec_dot", [](int type, u8_in w, f32_in x) {
+  m.def("vec_dot", [](int type, u8_in w, f32_in x, bool act) {
     const type_traits& t = traits_for(type);
     if (!t.vec_dot) throw std::invalid_argument(std::string(t.name) + ": no vec_dot");
     const int64_t n = (int64_t)x.shape(0);
@@ -105,12 +110,13 @@ void bind_quants(nb::module_& m) {
     {
       std::unique_ptr<nb::gil_scoped_release> rel;
       if (n * 4 >= (int64_t)kReleaseGilBytes) rel.reset(new nb::gil_scoped_release);
-      std::vector<uint8_t> q = quantize_row(t.vec_dot_type, x.data(), n);
+      std::vector<uint8_t> q = quantize_row(t.vec_dot_type, x.data(), n, act);
       t.vec_dot((int)n, &s, w.data(), q.data());
     }
     return s;
-  }, nb::arg("type"), nb::arg("w"), nb::arg("x"),
-  "Dot of one weight row (block bytes) with float32 x, quantized to the type's vec_dot_type first.");
+  }, nb::arg("type"), nb::arg("w"), nb::arg("x"), nb::arg("act") = false,
+  "Dot of one weight row (block bytes) with float32 x, quantized to the type's vec_dot_type first (act=True: "
+  "with matmul's activation quantizer).");
 
   m.def("vec_dot_k", [](int type, u8_in w, f32_in2 x, bool repacked) {
     const type_traits& t = traits_for(type);
@@ -133,6 +139,32 @@ void bind_quants(nb::module_& m) {
   "One weight row against k <= 8 float32 rows (shape (k, n)) via the traits' vec_dot_k, or with repacked=True "
   "vec_dot_rp_k (llama.cpp's repacked-weight arithmetic); raises when it is null.");
 
+  m.def("matmul", [](int type, u8_in w, int64_t N, f32_in2 x, int n_threads) {
+    const type_traits& t = traits_for(type);
+    if (!t.compute) throw std::invalid_argument(std::string(t.name) + ": no matmul kernel");
+    const int64_t B = (int64_t)x.shape(0), K = (int64_t)x.shape(1);
+    check_len(t, K);
+    if (N < 1 || w.shape(0) != row_size((ggml_type)type, K) * (size_t)N)
+      throw std::invalid_argument("matmul: w must hold N = " + std::to_string(N) + " rows of " + std::to_string(K) +
+                                  " elements (" + std::to_string(row_size((ggml_type)type, K) * (size_t)N) + " bytes)");
+    if (n_threads < 1) throw std::invalid_argument("matmul: n_threads must be >= 1");
+    Weight W;
+    W.name = "matmul"; W.type = (ggml_type)type; W.ne[0] = K; W.ne[1] = N;
+    W.nb1 = row_size((ggml_type)type, K); W.nb2 = W.nb1 * N; W.data = w.data();
+    std::vector<float> y((size_t)B * N);
+    {
+      nb::gil_scoped_release rel;
+      ThreadPool tp(n_threads);
+      matmul(tp, W, x.data(), K, (int)B, y.data(), N);
+    }
+    size_t shape[2] = {(size_t)B, (size_t)N};
+    auto* heap = new std::vector<float>(std::move(y));
+    nb::capsule owner(heap, [](void* p) noexcept { delete (std::vector<float>*)p; });
+    return nb::ndarray<nb::numpy, float, nb::ndim<2>>(heap->data(), 2, shape, owner);
+  }, nb::arg("type"), nb::arg("w"), nb::arg("N"), nb::arg("x"), nb::arg("n_threads") = 1,
+  "Y = x W^T as a model's forward computes it (activations quantized to the vec_dot_type, the batch path "
+  "matmul picks for x's row count); x has shape (B, K), w holds N rows; returns (B, N) float32.");
+
   m.def("type_traits", [](int type) {
     const type_traits& t = traits_for(type);
     nb::dict d;
@@ -146,6 +178,8 @@ void bind_quants(nb::module_& m) {
     d["has_vec_dot"] = t.vec_dot != nullptr;
     d["has_vec_dot_k"] = t.vec_dot_k != nullptr;
     d["has_vec_dot_rp_k"] = t.vec_dot_rp_k != nullptr;
+    d["has_gemm_tile"] = t.gemm_tile != nullptr;
+    d["has_vec_dot_rows"] = t.vec_dot_rows != nullptr;
     return d;
   }, nb::arg("type"));
 

@@ -73,7 +73,8 @@ void gated_delta_net(ThreadPool& tp, Memory& mem, int il, int seq, bool snap, in
   const int key_dim = p.H_k * p.dk, value_dim = p.H_v * p.dv;
   const int conv_dim = 2 * key_dim + value_dim;
   const int W = p.d_conv - 1;  // stored window length
-  if (snap && n > mem.n_planes) throw std::runtime_error("verification batch longer than the recurrent snapshots");
+  // snap with n > n_planes: the planes are a ring, the last n_planes rows' states survive (the
+  // Context checkpoints such a sequence before: speculative/rs_checkpoint.h)
 
   // 1. causal depthwise conv + SiLU over all rows: y [n][conv_dim]; rows in order (each reads the
   // window the previous one wrote)

@@ -1,6 +1,7 @@
 #include "cpu/matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -120,6 +121,27 @@ static void mm_rows(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy,
   const bool emu = kGemmEmu && (W.type == GGML_TYPE_Q4_K || W.type == GGML_TYPE_Q2_K) && rk.rp;
   const int t_gemm = emu ? B - B % 4 : 0;
   const vec_dot_fn gemm_order = W.type == GGML_TYPE_Q2_K ? dot_q2_K_gemm_order : dot_q4_K_gemm_order;
+  // One activation row (decode): several weight rows per call, so their accumulator chains overlap
+  const vec_dot_rows_fn rows = get_type_traits(W.type).vec_dot_rows;
+  if (B == 1 && rows && !rk.rp) {
+    for (int64_t r = n0; r < n1; r += kMaxWeightRows)
+      rows(K, Y + r, W.data + r * W.nb1, W.nb1, qa.row(0), (int)std::min<int64_t>(kMaxWeightRows, n1 - r));
+    return;
+  }
+  // Long rows (8 activation rows over ~32 KiB): groups of 4 tokens stay in L1 while the chunk's weight
+  // rows (in L2) pass by, instead of 8 tokens streamed from L2 for every weight row (measured: Q4_K with
+  // K = 5120 ran at half the speed of K = 512 before).
+  if (B >= 16 && !emu && rk.k && 8 * qa.row_bytes > 32768) {
+    float s[4];
+    for (int t0 = 0; t0 + 4 <= B; t0 += 4)
+      for (int64_t r = n0; r < n1; r++) {
+        rk.k(K, s, W.data + r * W.nb1, qa.row(t0), qa.row_bytes, 4);
+        for (int j = 0; j < 4; j++) Y[(t0 + j) * ldy + r] = s[j];
+      }
+    const int tr = B - B % 4;
+    for (int64_t r = n0; r < n1 && tr < B; r++) row_times_acts(rk, K, W.data + r * W.nb1, qa, tr, B, Y + r, ldy);
+    return;
+  }
   constexpr int64_t RB = 8;   // weight rows per tile
   constexpr int TB = 32;      // tokens per tile (a multiple of kMaxRowsK)
   for (int64_t r0 = n0; r0 < n1; r0 += RB) {
@@ -136,17 +158,83 @@ static void mm_rows(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy,
   }
 }
 
+// Prefill and verification (2+ rows): activations repacked into panels of kGemmCols tokens (ggml/types.h), each panel met by
+// kGemmRows weight rows at a time. Same per-pair arithmetic as mm_rows, so the path is free to choose.
+struct Panels {
+  std::vector<uint8_t> buf;  // [n][bytes]
+  size_t bytes = 0;
+  int n = 0;
+  const uint8_t* at(int p) const { return buf.data() + (size_t)p * bytes; }
+};
+constexpr int kGemmMinRows = 2;  // from 2 rows the tile beats vec_dot_k (16 chains in flight; measured 2x at 4 rows)
+static bool use_tiles(const Weight& W, const QuantActs& qa) {
+  return get_type_traits(W.type).gemm_tile && qa.B >= kGemmMinRows && !row_kernels(W).rp &&
+         get_type_traits(qa.type).gemm_pack;
+}
+static void pack_panels(ThreadPool& tp, const QuantActs& qa, Panels& P) {
+  const auto& vt = get_type_traits(qa.type);
+  P.n = (qa.B + kGemmCols - 1) / kGemmCols;
+  P.bytes = vt.gemm_panel_bytes(qa.K);
+  P.buf.resize((size_t)P.n * P.bytes);
+  auto body = [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; p++)
+      vt.gemm_pack(qa.row((int)p * kGemmCols), qa.row_bytes, std::min(kGemmCols, qa.B - (int)p * kGemmCols), qa.K,
+                   P.buf.data() + (size_t)p * P.bytes);
+  };
+  if (P.n >= 8) tp.parallel_for(P.n, body); else body(0, P.n);
+}
+// Weight rows per chunk: about 32 KiB of W, 16..64 rows (a multiple of kGemmRows). Every chunk reads
+// all panels once, so short rows get more of them per chunk (measured: 16-row chunks of 440-byte Q5_0
+// rows ran at 2/3 the speed of 64-row chunks at 512 tokens).
+constexpr int64_t kTileChunkMax = 64;
+static int64_t tile_chunk(const Weight& W) {
+  return std::max<int64_t>(16, std::min<int64_t>(kTileChunkMax, (int64_t)(32768 / W.nb1) / kGemmRows * kGemmRows));
+}
+// Rows [n0, n1) (at most kTileChunkMax) of W against every panel.
+static void mm_rows_tiled(const Weight& W, const QuantActs& qa, const Panels& P, float* Y, int64_t ldy, int64_t n0,
+                          int64_t n1) {
+  const gemm_tile_fn tile = get_type_traits(W.type).gemm_tile;
+  const int K = (int)W.ne[0];
+  const int B = qa.B;
+  const int64_t q1 = n0 + (n1 - n0) / kGemmRows * kGemmRows;
+  const int nr = (int)(q1 - n0);
+  // panels outer: the chunk's weight rows stay in cache while each panel is read once per chunk; a
+  // panel's results leave as one contiguous run per token
+  float c[kGemmCols][kTileChunkMax];
+  for (int p = 0; p < P.n; p++) {
+    for (int r = 0; r < nr; r += kGemmRows) tile(K, W.data + (n0 + r) * W.nb1, W.nb1, P.at(p), &c[0][r], kTileChunkMax);
+    const int t0 = p * kGemmCols, nt = std::min(kGemmCols, B - t0);
+    for (int j = 0; j < nt; j++) std::memcpy(&Y[(t0 + j) * ldy + n0], c[j], nr * sizeof(float));
+  }
+  if (q1 < n1) mm_rows(W, qa, Y, ldy, q1, n1);  // the last rows short of a tile
+}
+
+// Chunks [0, n) over the pool's threads, taken from a shared counter: a thread that is descheduled or
+// slowed by its neighbour takes fewer chunks instead of holding up the op. Which thread computes a chunk
+// does not change its numbers.
+template <class F>
+static void for_chunks(ThreadPool& tp, int64_t n, const F& fn) {
+  std::atomic<int64_t> next{0};
+  tp.run([&](int, int) {
+    for (int64_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < n;) fn(c);
+  });
+}
+
 void matmul_q(ThreadPool& tp, const Weight& W, const QuantActs& qa, float* Y, int64_t ldy) {
   const int64_t N = W.ne[1];
+  if (use_tiles(W, qa)) {
+    thread_local Panels tl_panels;  // the caller's; the workers see it through P (a thread_local is not captured)
+    Panels& P = tl_panels;
+    pack_panels(tp, qa, P);
+    const int64_t ch = tile_chunk(W);
+    for_chunks(tp, (N + ch - 1) / ch, [&](int64_t c) { mm_rows_tiled(W, qa, P, Y, ldy, c * ch, std::min(N, (c + 1) * ch)); });
+    return;
+  }
   // tiny matrices (per-head norms, routers) are not worth a dispatch
   const int64_t work = N * W.ne[0] * qa.B;
   if (work < 262144 || tp.n_threads() == 1) { mm_rows(W, qa, Y, ldy, 0, N); return; }  // < ~20 us: not worth a dispatch
-  tp.run([&](int ith, int nth) {
-    // chunks of 16 rows (interleaved) keep threads balanced when N is small
-    const int64_t CH = 16;
-    const int64_t nch = (N + CH - 1) / CH;
-    for (int64_t c = ith; c < nch; c += nth) mm_rows(W, qa, Y, ldy, c * CH, std::min(N, (c + 1) * CH));
-  });
+  const int64_t CH = 16;  // small chunks keep threads balanced when N is small
+  for_chunks(tp, (N + CH - 1) / CH, [&](int64_t c) { mm_rows(W, qa, Y, ldy, c * CH, std::min(N, (c + 1) * CH)); });
 }
 
 void matmul_q_st(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy, int64_t n0, int64_t n1) {

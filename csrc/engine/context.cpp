@@ -21,20 +21,26 @@ Context::Context(const Model& model, int n_ctx, int n_seq, int n_batch, int n_ub
   if (n_ctx < n_seq * 8) throw std::invalid_argument("n_ctx " + std::to_string(n_ctx) + " is too small for " + std::to_string(n_seq) + " sequences");
   n_ctx_seq_ = n_ctx / n_seq;
   synth_probs_ = check_spec_params(spec_);
-  // verification of [last, d1..dn] needs n_max+1 recurrent planes; the batch must fit one ubatch
-  const int n_planes = spec_.enabled() ? spec_.n_max + 1 : 1;
+  if (spec_.mtp()) drafter_ = std::make_unique<MtpDrafter>(model, tp_, n_seq, n_ctx_seq_, spec_);
   if (spec_.enabled()) {
-    drafter_ = std::make_unique<MtpDrafter>(model, tp_, n_seq, n_ctx_seq_, spec_);
-    n_ubatch_ = std::max(n_ubatch_, spec_.n_max + 1);
-    if (spec_.n_max_auto) {  // the start-up cost measurement (speculative/adaptive.h)
-      DraftCosts c = measure_verify_ms(model, tp_, spec_.n_max + 1, 2);
-      c.draft_ms = drafter_->measure_step_ms(2);
-      adaptive_ = std::make_unique<AdaptiveDraftLength>(n_seq, spec_.n_max, c);
-    }
+    chain_ = std::make_unique<DraftChain>(spec_, drafter_.get(), model, n_seq, n_ctx_seq_);
+    n_draft_max_ = chain_->n_max();
+    for (const std::string& nm : chain_->names()) gstats_.drafters.push_back({nm, 0, 0, 0, 0, std::vector<int64_t>(n_draft_max_, 0), 0});
+  }
+  // verification of [last, d1..dn] keeps a recurrent plane per row, n+1 for the longest draft n
+  // (any accepted prefix is a plane switch) as memory allows (longer drafts: checkpoint + replay)
+  n_planes_ = n_draft_max_ > 0 ? verify_planes(model, spec_, n_draft_max_) : 1;
+  if (n_draft_max_ > 0) n_ubatch_ = std::max(n_ubatch_, n_draft_max_ + 1);
+  ckpt_.resize(n_planes_ <= n_draft_max_ ? n_seq : 0);
+  if (spec_.n_max_auto && chain_) {  // the start-up cost measurement (speculative/adaptive.h)
+    const int cap = std::min(spec_.n_max, n_draft_max_);
+    DraftCosts c = measure_verify_ms(model, tp_, std::min(cap + 1, n_planes_), 2);
+    c.draft_ms = drafter_ ? drafter_->measure_step_ms(2) : 0.0;
+    adaptive_ = std::make_unique<AdaptiveDraftLength>(n_seq, cap, c);
   }
   if (!synth_probs_.empty())
     std::fprintf(stderr, "synthetic speculative acceptance is enabled for benchmarking; generated output is not valid\n");
-  mem_ = model.create_memory(n_seq, n_ctx_seq_, n_planes);
+  mem_ = model.create_memory(n_seq, n_ctx_seq_, n_planes_);
   seqs_.resize(n_seq);
 }
 
@@ -55,10 +61,10 @@ int Context::seq_begin(int seq, const std::vector<int32_t>& prompt, SeqParams pa
     if (t < 0 || t >= model_.n_vocab) throw std::invalid_argument("token id " + std::to_string(t) + " out of range [0, " + std::to_string(model_.n_vocab) + ")");
   // this request's speculative settings over the context's (checked before anything changes)
   const SeqParams& q = params;
-  if (q.spec_n_max > std::max(spec_.enabled() ? spec_.n_max : 0, 0))
-    throw std::invalid_argument(spec_.enabled() ? "speculative.n_max " + std::to_string(q.spec_n_max) + " exceeds the server's --spec-draft-n-max " +
-                                                      std::to_string(spec_.n_max) + " (it sizes the recurrent state)"
-                                                : "speculative.n_max: speculative decoding is off (--spec-type none)");
+  if (q.spec_n_max > n_draft_max_)
+    throw std::invalid_argument(n_draft_max_ > 0 ? "speculative.n_max " + std::to_string(q.spec_n_max) + " exceeds the server's longest draft " +
+                                                       std::to_string(n_draft_max_) + " (--spec-draft-n-max and the ngram sizes)"
+                                                 : "speculative.n_max: speculative decoding is off (--spec-type none)");
   if (q.spec_p_min > 1.0f || q.spec_p_min != q.spec_p_min) throw std::invalid_argument("speculative.p_min must be within [0, 1]");
   Seq& s = seqs_[seq];
   // longest common prefix with what the sequence holds; always re-evaluate the last prompt token
@@ -68,9 +74,10 @@ int Context::seq_begin(int seq, const std::vector<int32_t>& prompt, SeqParams pa
   if (!mem_->can_rm(seq, n_cached)) n_cached = 0;  // recurrent state cannot go back that far
   mem_->seq_rm(seq, n_cached);
   if (drafter_) drafter_->begin(seq, n_cached);
+  if (chain_) chain_->begin(seq, prompt, (int)lcp);  // lcp: what equals the sequence's previous history
   s.cache.assign(prompt.begin(), prompt.begin() + n_cached);
   s.pending.assign(prompt.begin() + n_cached, prompt.end());
-  s.n_max = !spec_.enabled() ? 0 : q.spec_n_max >= 0 ? q.spec_n_max : spec_.n_max;
+  s.n_max = q.spec_n_max >= 0 ? q.spec_n_max : n_draft_max_;
   s.n_min = std::min(s.n_max, q.spec_n_min >= 0 ? q.spec_n_min : spec_.n_min);  // n_min <= n_max, as upstream clamps
   s.p_min = q.spec_p_min >= 0 ? q.spec_p_min : spec_.p_min;
   s.auto_len = adaptive_ && q.spec_n_max < 0;
@@ -86,7 +93,9 @@ int Context::seq_begin(int seq, const std::vector<int32_t>& prompt, SeqParams pa
   s.stats = SeqStats{};
   s.stats.n_prompt = (int)prompt.size();
   s.stats.n_cached = n_cached;
-  s.stats.n_accepted_per_pos.assign(std::max(spec_.n_max, 0), 0);
+  s.stats.n_accepted_per_pos.assign(chain_ ? n_draft_max_ : std::max(spec_.n_max, 0), 0);
+  s.stats.drafters.clear();
+  for (const std::string& nm : drafter_names()) s.stats.drafters.push_back({nm, 0, 0, 0, 0, std::vector<int64_t>(n_draft_max_, 0), 0});
   s.t_start = clock_t_::now();
   s.synth_rng.seed(s.params.seed == 0xFFFFFFFFu ? std::random_device{}() : s.params.seed);
   return n_cached;
@@ -238,27 +247,30 @@ void Context::prefill_step(std::vector<StepOutput>& outs, int& budget) {
   }
 }
 
-std::vector<std::vector<int32_t>> Context::draft(const std::vector<int>& gen) {
-  if (!drafter_) return std::vector<std::vector<int32_t>>(gen.size());
-  std::vector<MtpDrafter::Request> reqs;
+std::vector<std::vector<int32_t>> Context::draft(const std::vector<int>& gen, std::vector<int>& which) {
+  if (!chain_) { which.assign(gen.size(), -1); return std::vector<std::vector<int32_t>>(gen.size()); }
+  std::vector<DraftRequest> reqs;
   for (int si : gen) {
     const Seq& s = seqs_[si];
     const int p0 = mem_->seq_pos(si);
     // room as upstream computes it: the verification rows must fit the context, and no more
     // tokens than n_predict still allows
-    const int n_max = s.auto_len ? adaptive_->choose(si, (int)gen.size()) : s.n_max;
-    int m = std::min(n_max, n_ctx_seq_ - p0 - 2);
+    int m = std::min(s.n_max, n_ctx_seq_ - p0 - 2);
+    if (s.auto_len) m = std::min(m, adaptive_->choose(si, (int)gen.size()));
     if (s.params.n_predict >= 0) m = std::min(m, s.params.n_predict - s.stats.n_gen - 1);
     if (s.constrained) m = 0;  // drafts are not checked against the grammar (yet): none
-    reqs.push_back({si, s.last, p0, std::max(0, m), s.n_min, s.p_min});
+    reqs.push_back({si, &s.cache, s.last, p0, std::max(0, m), s.n_min, s.p_min});
   }
-  const int64_t f0 = drafter_->n_draft_forwards();
-  const double t0 = drafter_->t_draft_ms();
-  auto drafts = drafter_->draft(reqs);
-  gstats_.n_draft_forwards = drafter_->n_draft_forwards();
-  gstats_.t_draft_ms = drafter_->t_draft_ms();
-  if (adaptive_) adaptive_->observe_draft((int)(gstats_.n_draft_forwards - f0), gstats_.t_draft_ms - t0);
-  return drafts;
+  const int64_t f0 = drafter_ ? drafter_->n_draft_forwards() : 0;
+  const double t0 = drafter_ ? drafter_->t_draft_ms() : 0.0;
+  std::vector<std::vector<int32_t>> d = chain_->draft(reqs, which);
+  for (size_t k = 0; k < chain_->names().size(); k++) gstats_.drafters[k].t_draft_ms += chain_->take_draft_ms((int)k);
+  if (drafter_) {
+    gstats_.n_draft_forwards = drafter_->n_draft_forwards();
+    gstats_.t_draft_ms = drafter_->t_draft_ms();
+    if (adaptive_) adaptive_->observe_draft((int)(gstats_.n_draft_forwards - f0), gstats_.t_draft_ms - t0);
+  }
+  return d;
 }
 
 void Context::verify(const Batch& b, int n_seqs) {
@@ -272,18 +284,22 @@ void Context::verify(const Batch& b, int n_seqs) {
   in.hidden = drafter_ ? hidden_buf_.data() : nullptr;
   // a recurrent plane per row, so any verified prefix can be kept; a batch of one row per sequence (no
   // drafts this step) keeps every row, so it updates the state in place as plain decoding does
-  in.snapshot = spec_.enabled() && n > n_seqs;
+  in.snapshot = n_draft_max_ > 0 && n > n_seqs;
   model_.forward(tp_, *mem_, in);
   gstats_.n_decode_calls++;
 }
 
-void Context::count_drafts(Seq& s, int n_draft, int a) {
+void Context::count_drafts(Seq& s, int n_draft, int a, int who) {
   if (n_draft == 0) return;
   if (s.auto_len) adaptive_->observe_accept((int)(&s - seqs_.data()), n_draft, a);
   s.stats.n_draft += n_draft; s.stats.n_draft_accepted += a; s.stats.n_verif_steps++;
   gstats_.n_draft += n_draft; gstats_.n_draft_accepted += a; gstats_.n_drafts++;
-  if ((int)gstats_.n_accepted_per_pos.size() < spec_.n_max) gstats_.n_accepted_per_pos.resize(spec_.n_max, 0);
+  if ((int)gstats_.n_accepted_per_pos.size() < n_draft_max_) gstats_.n_accepted_per_pos.resize(n_draft_max_, 0);
   for (int i = 0; i < a; i++) { s.stats.n_accepted_per_pos[i]++; gstats_.n_accepted_per_pos[i]++; }
+  for (DrafterStats* d : {&s.stats.drafters[who], &gstats_.drafters[who]}) {
+    d->n_drafts++; d->n_draft += n_draft; d->n_accepted += a; d->n_drafts_accepted += a > 0;
+    for (int i = 0; i < a; i++) d->n_accepted_per_pos[i]++;
+  }
 }
 
 StepOutput Context::emit(int si, const std::vector<int32_t>& acc, const float* logits) {
@@ -311,7 +327,8 @@ void Context::generate_step(std::vector<StepOutput>& outs) {
   }
   if (gen.empty()) return;
   const int64_t V = model_.n_vocab, E = model_.n_embd;
-  const std::vector<std::vector<int32_t>> drafts = draft(gen);  // empty without speculation
+  std::vector<int> who;  // the drafter of each draft (-1: none)
+  const std::vector<std::vector<int32_t>> drafts = draft(gen, who);  // empty without speculation
   // verification batch: [last, d1..dn] of every sequence, rows of gen[g] from row0[g]
   batch_.clear();
   std::vector<int> row0;
@@ -320,19 +337,36 @@ void Context::generate_step(std::vector<StepOutput>& outs) {
     batch_.add(seqs_[gen[g]].last, mem_->seq_pos(gen[g]), gen[g]);
     for (int32_t t : drafts[g]) batch_.add(t, batch_.pos.back() + 1, gen[g]);
   }
+  // a draft the planes cannot hold row by row: keep the state before it, for a replay
+  if (!ckpt_.empty())
+    for (size_t g = 0; g < gen.size(); g++)
+      if ((int)drafts[g].size() >= n_planes_) ckpt_[gen[g]].save(*mem_, gen[g]);
   const auto t_verify = clock_t_::now();
   verify(batch_, (int)gen.size());
+  Batch replay;
   std::vector<MtpDrafter::Run> kept;
   for (size_t g = 0; g < gen.size(); g++) {
     Seq& s = seqs_[gen[g]];
     const float* lg = logits_buf_.data() + (size_t)row0[g] * V;
     const std::vector<int32_t> acc = sample_and_accept_n(*s.sampler, lg, V, drafts[g], model_, synth_probs_, s.synth_rng, take_mask(s));
     const int a = (int)acc.size() - 1, p0 = batch_.pos[row0[g]];
-    count_drafts(s, (int)drafts[g].size(), a);
-    // trim: keep p0..p0+a (the recurrent state switches to that row's plane, nothing is recomputed)
-    mem_->seq_rm(gen[g], p0 + a + 1);
+    if (!drafts[g].empty()) {
+      count_drafts(s, (int)drafts[g].size(), a, who[g]);
+      chain_->accept(gen[g], who[g], a);
+    }
+    // trim: keep p0..p0+a (the recurrent state switches to that row's plane, nothing is recomputed),
+    // or, when later rows overwrote that plane, back to the checkpoint and replay the kept rows
+    if (mem_->can_rm(gen[g], p0 + a + 1)) mem_->seq_rm(gen[g], p0 + a + 1);
+    else {
+      ckpt_[gen[g]].restore(*mem_, gen[g], p0);
+      for (int i = 0; i <= a; i++) replay.add(batch_.tokens[row0[g] + i], p0 + i, gen[g]);
+    }
     if (drafter_) kept.push_back({gen[g], &batch_.tokens[row0[g]], p0, a + 1, hidden_buf_.data() + (size_t)row0[g] * E, s.auto_len});
     outs.push_back(emit(gen[g], acc, lg));
+  }
+  if (replay.n() > 0) {  // no outputs: the state is wanted (its logits were sampled in the verification)
+    model_.forward(tp_, *mem_, replay.rows());
+    gstats_.n_replay_rows += replay.n();
   }
   if (drafter_) drafter_->catch_up(kept);  // the MTP memory follows the kept rows only
   const double ms = ms_since(t_verify);
@@ -385,6 +419,19 @@ std::string Context::acceptance_line(int seq) const {
   std::snprintf(buf, sizeof buf, "draft acceptance = %0.5f (%5lld accepted / %5lld generated), mean len = %5.2f", rate,
                 (long long)st.n_draft_accepted, (long long)st.n_draft, mean_len);
   return buf;
+}
+
+std::vector<std::string> Context::drafter_lines(int seq) const {
+  check_seq(seq);
+  std::vector<std::string> lines;
+  for (const DrafterStats& d : seqs_.at(seq).stats.drafters) {
+    char buf[256];
+    const double mean = d.n_drafts ? 1.0 + (double)d.n_accepted / d.n_drafts : 0.0;
+    std::snprintf(buf, sizeof buf, "statistics %16s: #gen drafts = %6lld, #acc drafts = %5lld, #gen tokens = %6lld, #acc tokens = %5lld, #mean acc len = %.2f",
+                  d.name.c_str(), (long long)d.n_drafts, (long long)d.n_drafts_accepted, (long long)d.n_draft, (long long)d.n_accepted, mean);
+    lines.push_back(buf);
+  }
+  return lines;
 }
 
 }  // namespace pyllm

@@ -15,7 +15,9 @@
 #include "model/model.h"
 #include "sampling/token_sampler.h"
 #include "speculative/adaptive.h"
+#include "speculative/draft_chain.h"
 #include "speculative/mtp_drafter.h"
+#include "speculative/rs_checkpoint.h"
 #include "speculative/spec_params.h"
 
 namespace pyllm {
@@ -38,6 +40,7 @@ struct SeqStats {
   double t_prompt_ms = 0, t_gen_ms = 0;
   int64_t n_draft = 0, n_draft_accepted = 0, n_verif_steps = 0;
   std::vector<int64_t> n_accepted_per_pos;
+  std::vector<DrafterStats> drafters;  // per drafter of the chain, in its order
 };
 
 struct GlobalStats {
@@ -45,6 +48,8 @@ struct GlobalStats {
   int64_t n_draft = 0, n_draft_accepted = 0, n_drafts = 0;
   std::vector<int64_t> n_accepted_per_pos;
   int64_t n_mtp_rows = 0;  // MTP rows evaluated (drafting + catch-up)
+  int64_t n_replay_rows = 0;  // target rows replayed after a draft longer than the recurrent planes
+  std::vector<DrafterStats> drafters;  // per drafter of the chain (with the time spent drafting)
   double t_prompt_ms = 0, t_gen_ms = 0;
   // the speculative step's parts: drafting forwards and their time (the draft-step cost), and the
   // generate steps (verification forward + accept + MTP catch-up) with their rows
@@ -87,6 +92,11 @@ class Context {
   const SeqStats& seq_stats(int seq) const { check_seq(seq); return seqs_[seq].stats; }
   const GlobalStats& stats() const { return gstats_; }
   std::string acceptance_line(int seq) const;  // llama.cpp's "draft acceptance = ..." line
+  // one line per drafter of the chain for seq, in llama.cpp's "statistics <type>: ..." format
+  std::vector<std::string> drafter_lines(int seq) const;
+  std::vector<std::string> drafter_names() const { return chain_ ? chain_->names() : std::vector<std::string>{}; }
+  int n_draft_max() const { return n_draft_max_; }  // the longest draft of any drafter (0: none)
+  int n_planes() const { return n_planes_; }
 
   // Low-level: evaluate tokens appended to seq; returns logits for every row (or the last) [rows][n_vocab].
   std::vector<float> eval(int seq, const std::vector<int32_t>& tokens, bool all_logits);
@@ -121,8 +131,8 @@ class Context {
   void generate_step(std::vector<StepOutput>& outs);
   // target forward of every row of b, logits for every row into logits_buf_ (hidden_buf_ for MTP)
   void verify(const Batch& b, int n_seqs);  // n_seqs: the sequences in b
-  std::vector<std::vector<int32_t>> draft(const std::vector<int>& gen);
-  void count_drafts(Seq& s, int n_draft, int n_accepted);
+  std::vector<std::vector<int32_t>> draft(const std::vector<int>& gen, std::vector<int>& which);
+  void count_drafts(Seq& s, int n_draft, int n_accepted, int who);
   // the fed rows join the cache; emits acc (with n_probs from logits [acc.size()][n_vocab]) up to a stop
   StepOutput emit(int seq, const std::vector<int32_t>& acc, const float* logits);
   StepToken make_token(int32_t id, const float* logits, int n_probs) const;
@@ -137,6 +147,10 @@ class Context {
   std::unique_ptr<Memory> mem_;
   std::unique_ptr<MtpDrafter> drafter_;  // draft-mtp only
   std::unique_ptr<AdaptiveDraftLength> adaptive_;  // --spec-draft-n-max auto only
+  std::unique_ptr<DraftChain> chain_;    // every configured drafter, in llama.cpp's order (null: none)
+  int n_draft_max_ = 0;
+  int n_planes_ = 1;                    // recurrent planes of the target memory (rs_checkpoint.h)
+  std::vector<RsCheckpoint> ckpt_;      // per sequence: the state before a verification longer than them
   std::vector<Seq> seqs_;
   GlobalStats gstats_;
   // per-step scratch, reused: logits [rows][n_vocab] and target hidden states [rows][n_embd]

@@ -30,6 +30,20 @@ typedef void (*from_float_fn)(const float* x, void* y, int64_t n);
 constexpr int kMaxRowsK = 8;
 typedef void (*vec_dot_k_fn)(int n, float* s, const void* x, const void* y, size_t by, int k);
 
+// Prefill tiles (optional, per SIMD level). A panel holds kGemmCols activation rows of one vec_dot_type,
+// rearranged once per matmul by that type's gemm_pack (rows past n are zero). gemm_tile then computes
+// kGemmRows weight rows (ldw bytes apart) x the panel's tokens, C[j * ldc + i] = row i . token j, with each
+// pair's vec_dot arithmetic: bit-identical to vec_dot at the same level (batch invariance). The tile reuses
+// every decoded weight block for kGemmCols tokens and every loaded token block for kGemmRows weight rows.
+constexpr int kGemmRows = 4, kGemmCols = 4;
+// Decode (optional, per SIMD level): nr <= kMaxWeightRows weight rows (bx bytes apart) against one
+// activation row, s[i] = row i . y, each row bit-identical to vec_dot (independent accumulator chains
+// overlap instead of one row's chain bounding the step).
+constexpr int kMaxWeightRows = 4;
+typedef void (*vec_dot_rows_fn)(int n, float* s, const void* x, size_t bx, const void* y, int nr);
+typedef void (*gemm_pack_fn)(const void* acts, size_t row_bytes, int n, int64_t K, void* panel);
+typedef void (*gemm_tile_fn)(int K, const void* w, size_t ldw, const void* panel, float* C, size_t ldc);
+
 struct type_traits {
   const char* name;       // GGML's name, e.g. "q4_K"
   int64_t blck_size;      // elements per block (0 = id not a valid GGUF type)
@@ -48,6 +62,12 @@ struct type_traits {
   // uses it for such weights; nullptr = same as vec_dot.
   vec_dot_fn vec_dot_rp = nullptr;
   vec_dot_k_fn vec_dot_rp_k = nullptr;  // k rows of vec_dot_rp (same contract as vec_dot_k)
+  // prefill tiles: gemm_tile on a weight type (nullptr = none at this level; only for weights matmul
+  // would not repack), gemm_pack and gemm_panel_bytes(K) on its vec_dot_type
+  gemm_tile_fn gemm_tile = nullptr;
+  gemm_pack_fn gemm_pack = nullptr;
+  size_t (*gemm_panel_bytes)(int64_t K) = nullptr;
+  vec_dot_rows_fn vec_dot_rows = nullptr;  // decode: several weight rows, one activation row (not rp weights)
 };
 
 // THE table (csrc/ggml/traits.cpp). Index by id; ids outside [0, GGML_TYPE_COUNT) are invalid.

@@ -44,8 +44,12 @@ def markdown(settings: list, meta: Optional[dict] = None) -> str:
         ml = _f(s.mean_len, "{:.2f}")
         if s.mean_len is not None and s.mean_len_estimated:
             ml = "~" + ml
-        pp = " ".join(f"{x:.2f}" for x in s.accept_per_pos) if s.accept_per_pos else "-"
+        pp = " ".join(f"{x:.2f}" for x in s.accept_per_pos[:8]) if s.accept_per_pos else "-"
+        if s.accept_per_pos and len(s.accept_per_pos) > 8:  # ngram drafts are long: the first positions
+            pp += " …"
         acc = "-" if s.accept_rate is None else f"{s.accept_rate:.3f} ({s.n_draft_accepted}/{s.n_draft})"
+        if s.drafters and s.accept_rate is not None:  # per drafter: accepted/drafted
+            acc += " [" + ", ".join(f"{k} {a}/{d}" for k, (d, a) in s.drafters.items()) + "]"
         row = ([s.engine] if multi else []) + [
             s.task, n_max_label(s.n_max), _f(s.gen_tps_median), f"{_f(s.gen_tps_min)}..{_f(s.gen_tps_max)}",
             _f(s.prompt_tps_median), _f(s.speedup, "{:.2f}x"), acc, ml, pp, _same(s)]

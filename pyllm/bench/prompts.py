@@ -56,7 +56,35 @@ TASKS: dict = {
         "```python\n" + AGENT_SNIPPET + "```"
     ),
 }
+EDIT_INSTRUCTION = (
+    "Edit the file `{name}` below: add a one-line docstring to every function that has none and rename the "
+    "variable `totals` to `sums` everywhere. Change nothing else. Output the complete edited file in one code "
+    "block and nothing after it.\n\n"
+)
+
+
+def edit_prompt(text: str, name: str = "orders.py") -> str:
+    """The edit task: the model rewrites a given file with small changes, so its answer repeats long spans of its
+    context (what prompt-lookup drafters, the ngram family, are for)."""
+    return EDIT_INSTRUCTION.format(name=name) + "```\n" + text + ("" if text.endswith("\n") else "\n") + "```"
+
+
+# the edit task's built-in file: the agent snippet twice over (a module of some length), see --edit-file
+TASKS["edit"] = edit_prompt(AGENT_SNIPPET + "\n\n" + AGENT_SNIPPET.replace("load_orders", "load_returns")
+                            .replace("totals_by_customer", "returns_by_customer"))
 TASK_NAMES = tuple(TASKS)
+
+
+def load_edit_file(path: str) -> list:
+    """--edit-file F: the edit task on the given file. Returns [("edit-<stem>", prompt)]."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise PromptError(f"error: failed to open edit file '{path}': {getattr(e, 'strerror', None) or e}")
+    if not text.strip():
+        raise PromptError(f"error: edit file '{path}' is empty")
+    return [(f"edit-{p.stem or 'file'}", edit_prompt(text, p.name))]
 
 
 class PromptError(ValueError):

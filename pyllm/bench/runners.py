@@ -27,15 +27,21 @@ class InProcess:
     """pyllm in this process: one Model, one Generator per setting (spec params are per context)."""
 
     def __init__(self, model_path: str, n_threads: int, spec_type: str, n_ctx: int = 0, n_batch: int = 2048,
-                 n_ubatch: int = 512, n_min: int = 0, p_min: float = 0.0, name: str = "pyllm"):
+                 n_ubatch: int = 512, n_min: int = 0, p_min: float = 0.0, name: str = "pyllm",
+                 ngram: Optional[dict] = None, draft_path: str = "", draft_threads: int = 0):
+        from ..generation import uses_mtp
         from ..model import Model
+        self.ngram = ngram
+        self.draft, self.draft_threads = None, draft_threads
         self.name = name
         self.spec_type = spec_type
         self.n_threads = n_threads
         self.n_ctx = n_ctx
         self.n_batch, self.n_ubatch, self.n_min, self.p_min = n_batch, n_ubatch, n_min, p_min
         try:
-            self.model = Model(model_path, load_mtp=(spec_type == "draft-mtp"))
+            self.model = Model(model_path, load_mtp=uses_mtp(spec_type))
+            if draft_path and "draft-simple" in spec_type.split(","):
+                self.draft = Model(draft_path)
         except (ValueError, OSError, RuntimeError) as e:
             raise BenchError(f"error: failed to load model '{model_path}': {e}")
         self.gen = None
@@ -64,7 +70,9 @@ class InProcess:
             self.gen = Generator(self.model, self.n_ctx, 1, n_batch=self.n_batch, n_ubatch=self.n_ubatch,
                                  n_threads=self.n_threads, spec_type=spec, n_max=max(draft_cap(n_max), 1),
                                  n_min=self.n_min, p_min=self.p_min, synth_len=synth_len if n_max > 0 else -1.0,
-                                 synth_rates=list(synth_rates) if n_max > 0 else [], n_max_auto=is_auto(n_max))
+                                 synth_rates=list(synth_rates) if n_max > 0 else [], ngram=self.ngram,
+                                 draft_model=self.draft if n_max > 0 else None, draft_threads=self.draft_threads,
+                                 n_max_auto=is_auto(n_max))
         except (ValueError, RuntimeError) as e:
             raise BenchError(f"error: failed to create a context (n_max={n_max}): {e}")
         self.gen_key = key
@@ -88,7 +96,9 @@ class InProcess:
                    gen_tps=tps(st["n_gen"] - 1, st["t_gen_ms"]), prompt_tps=tps(st["n_prompt"], st["t_prompt_ms"]),
                    n_draft=st.get("n_draft", 0), n_draft_accepted=st.get("n_draft_accepted", 0),
                    n_verif_steps=st.get("n_verif_steps", 0) if n_max > 0 else None,
-                   accepted_per_pos=per_pos[:draft_cap(n_max)] if n_max > 0 else None, tokens=toks)
+                   accepted_per_pos=(per_pos[:draft_cap(n_max)] if self.spec_type == "draft-mtp" else per_pos)
+                   if n_max > 0 else None,
+                   tokens=toks, drafters=_drafters(st) if n_max > 0 and self.spec_type != "draft-mtp" else None)
 
     def close(self):
         self.gen = None
@@ -175,7 +185,9 @@ class HTTPEngine:
                    gen_tps=float(t.get("predicted_per_second") or 0.0),
                    prompt_tps=float(t.get("prompt_per_second") or 0.0),
                    n_draft=int(t.get("draft_n", 0) or 0), n_draft_accepted=int(t.get("draft_n_accepted", 0) or 0),
-                   tokens=list(toks) if isinstance(toks, list) and toks else None, text=res.get("content"))
+                   tokens=list(toks) if isinstance(toks, list) and toks else None, text=res.get("content"),
+                   drafters={k: [int(v.get("draft_n", 0)), int(v.get("draft_n_accepted", 0))]
+                             for k, v in (t.get("drafters") or {}).items()} or None)
 
     def close(self):
         pass
@@ -196,11 +208,35 @@ def cmd_flag(argv: list, names) -> Optional[str]:
     return val
 
 
-def spec_flags(spec_type: str, n_max: int, synth_len: float = -1.0, synth_rates=()) -> list:
+def _drafters(st: dict) -> dict:
+    """type -> [drafted, accepted] from the core's per-drafter statistics."""
+    return {d["type"]: [int(d["n_draft"]), int(d["n_draft_accepted"])] for d in st.get("drafters") or []}
+
+
+# the bench's flags that configure the ngram drafters: passed on to the server commands as given
+NGRAM_FLAGS_WITH_VALUE = ("-lcs", "--lookup-cache-static", "-lcd", "--lookup-cache-dynamic")
+
+
+def ngram_argv(argv: list) -> list:
+    """The --spec-ngram-* / -lcs / -lcd (with their values) and --spec-default flags of a bench command line."""
+    out, i = [], 0
+    while i < len(argv):
+        a = argv[i]
+        k = a.replace("_", "-") if a.startswith("--") else a
+        if (k.startswith("--spec-ngram-") or k in NGRAM_FLAGS_WITH_VALUE) and i + 1 < len(argv):
+            out += [a, argv[i + 1]]
+            i += 1
+        elif k == "--spec-default":
+            out.append(a)
+        i += 1
+    return out
+
+
+def spec_flags(spec_type: str, n_max: int, synth_len: float = -1.0, synth_rates=(), ngram=()) -> list:
     if n_max <= 0:
         return []
     from .stats import n_max_flag
-    f = ["--spec-type", spec_type, "--spec-draft-n-max", n_max_flag(n_max)]
+    f = ["--spec-type", spec_type, "--spec-draft-n-max", n_max_flag(n_max)] + list(ngram)
     if synth_len != -1.0:
         f += ["--spec-synth-len", repr(float(synth_len))]
     if synth_rates:

@@ -91,6 +91,7 @@ class Run:
     accepted_per_pos: Optional[list] = None    # None: not reported (servers)
     tokens: Optional[list] = None
     text: Optional[str] = None
+    drafters: Optional[dict] = None            # drafter type -> [drafted, accepted] (several drafters / ngram types)
 
     def output_key(self):
         return tuple(self.tokens) if self.tokens is not None else self.text
@@ -121,6 +122,7 @@ class Setting:
     accept_per_pos: Optional[list] = None      # P(draft position i accepted) per verification step (unconditional)
     same_as_baseline: Optional[bool] = None    # greedy output identical to the baseline's, every repetition
     synthetic: bool = False                    # --spec-synth-*: acceptance is simulated, the output is not valid
+    drafters: Optional[dict] = None            # drafter type -> [drafted, accepted] over the repetitions
     runs: list = field(default_factory=list, repr=False)
 
     def to_dict(self, runs=False) -> dict:
@@ -143,6 +145,13 @@ def aggregate(runs: list, baseline: Optional["Setting"] = None, baseline_output=
                 prompt_tps_median=statistics.median(p), runs=list(runs))
     s.n_draft = sum(r.n_draft for r in runs)
     s.n_draft_accepted = sum(r.n_draft_accepted for r in runs)
+    if any(r.drafters for r in runs):
+        s.drafters = {}
+        for r in runs:
+            for k, (d, a) in (r.drafters or {}).items():
+                tot = s.drafters.setdefault(k, [0, 0])
+                tot[0] += d
+                tot[1] += a
     if s.n_draft > 0:
         s.accept_rate = s.n_draft_accepted / s.n_draft
         steps = [r.n_verif_steps for r in runs]

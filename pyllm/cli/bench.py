@@ -1,6 +1,7 @@
 """pyllm-bench: generation throughput and MTP draft acceptance across --spec-draft-n-max values.
 
-    pyllm-bench -m FILE --spec-type draft-mtp --spec-draft-n-max 1-7 [--tasks code,translate,story,agent]
+    pyllm-bench -m FILE --spec-type draft-mtp --spec-draft-n-max 1-7 [--tasks code,translate,story,agent,edit]
+                [--edit-file F] [--spec-type ngram-mod | draft-mtp,ngram-mod | any type or comma list]
                 [--prompt-file F ...] [-p PROMPT] [-n 256] [-r 3] [-t THREADS] [--no-chat]
                 [--json F] [--csv F] [--plot F.png] [--spec-synth-len L | --spec-synth-rates P0,P1,...]
 
@@ -43,7 +44,9 @@ BENCH_USAGE = """usage: pyllm-bench -m FILE [--spec-type draft-mtp] [--spec-draf
 bench options:
   --spec-draft-n-max RANGE   n_max values: 1-7, 1,3,5, 0 (baseline only), auto / auto:CAP (the adaptive draft
                              length, e.g. 1-7,auto); the baseline always runs (default 1-7)
-  --tasks LIST               built-in prompts: code,translate,story,agent or all (default: all, unless prompts given)
+  --tasks LIST               built-in prompts: code,translate,story,agent,edit or all (default: all, unless prompts
+                             given); edit asks to rewrite a file with small changes (the answer repeats the context)
+  --edit-file F              the edit task on file F (repeatable; task name edit-<stem>)
   --prompt-file F, -f F      a prompt file: plain text (one prompt) or a JSON list of strings / {"name","prompt"};
                              repeatable
   -p PROMPT                  one prompt (task name "prompt")
@@ -68,6 +71,7 @@ bench options:
 _FLAGS = {
     "--spec-draft-n-max": ("n_max", True, False),
     "--tasks": ("tasks", True, False),
+    "--edit-file": ("edit_files", True, True),
     "--prompt-file": ("prompt_files", True, True),
     "-f": ("prompt_files", True, True),
     "--file": ("prompt_files", True, True),
@@ -90,7 +94,7 @@ class UsageError(Exception):
 
 def split_argv(argv: list):
     """Take the bench-only flags out of argv; the rest is for pyllm.args.parse_args."""
-    opts = {"n_max": None, "tasks": None, "prompt_files": [], "no_chat": False, "server": None, "server_cmds": [],
+    opts = {"n_max": None, "tasks": None, "prompt_files": [], "edit_files": [], "no_chat": False, "server": None, "server_cmds": [],
             "engine_names": [], "in_process": False, "server_timeout": "600", "json": None, "csv": None,
             "plot": None, "no_progress": False}
     rest = []
@@ -165,9 +169,9 @@ def gguf_info(path: str) -> dict:
 
 
 def _prompts(opts, p) -> list:
-    from pyllm.bench.prompts import TASKS, TASK_NAMES, load_prompt_file, parse_tasks
+    from pyllm.bench.prompts import TASKS, TASK_NAMES, load_edit_file, load_prompt_file, parse_tasks
     out = []
-    user = bool(opts["prompt_files"] or p.prompt)
+    user = bool(opts["prompt_files"] or opts["edit_files"] or p.prompt)
     if opts["tasks"]:
         out += [(t, TASKS[t]) for t in parse_tasks(opts["tasks"])]
     elif not user:
@@ -176,6 +180,8 @@ def _prompts(opts, p) -> list:
         out.append(("prompt", p.prompt))
     for f in opts["prompt_files"]:
         out += load_prompt_file(f)
+    for f in opts["edit_files"]:
+        out += load_edit_file(f)
     # unique names
     seen, res = {}, []
     for name, text in out:
@@ -190,7 +196,8 @@ def run_bench(argv: list) -> int:
     from pyllm.bench import output
     from pyllm.bench.prompts import render_prompt
     from pyllm.bench.runners import (BenchError, HTTPEngine, InProcess, ServerProcess, cmd_flag,
-                                     default_engine_name, spec_flags)
+                                     default_engine_name, ngram_argv, spec_flags)
+    from pyllm.generation import uses_mtp
     from pyllm.bench.stats import draft_cap, n_max_flag, parse_range, summarize
 
     if any(a in ("-h", "--help", "--usage") for a in argv):
@@ -281,15 +288,14 @@ def run_bench(argv: list) -> int:
                 check_supported(p)
             except ArgError as e:
                 raise BenchError(str(e).strip())
-            if spec_type != "none" and spec_type not in ("draft-mtp",):
-                raise BenchError(f"error: speculative type {spec_type} is not supported in-process")
             eng = InProcess(p.model, threads, spec_type, n_ctx=0, n_batch=p.n_batch, n_ubatch=p.n_ubatch,
-                            n_min=p.spec_draft_n_min, p_min=p.spec_draft_p_min, name="pyllm")
-            if n_values and spec_type == "draft-mtp" and not eng.file_has_mtp:
+                            n_min=p.spec_draft_n_min, p_min=p.spec_draft_p_min, name="pyllm", ngram=p.spec_ngram(),
+                            draft_path=p.spec_draft_model, draft_threads=max(0, p.spec_draft_threads))
+            if n_values and uses_mtp(spec_type) and not eng.file_has_mtp:
                 raise BenchError(f"error: {p.model} has no MTP layers: --spec-type draft-mtp needs a model with "
                                  f"nextn/MTP layers (use --spec-draft-n-max 0 for the baseline only)")
             engines.append(eng)
-        elif n_values and spec_type == "draft-mtp" and info and not info["has_mtp"]:
+        elif n_values and uses_mtp(spec_type) and info and not info["has_mtp"]:
             raise BenchError(f"error: {model_path} has no MTP layers: --spec-type draft-mtp needs a model with "
                              f"nextn/MTP layers (use --spec-draft-n-max 0 for the baseline only)")
         used = {e.name for e in engines}
@@ -354,7 +360,7 @@ def run_bench(argv: list) -> int:
                         eng.setup(n, sl, sr)
                     elif isinstance(eng, ServerProcess):
                         prog.note(f"{eng.name}: starting server ({what})")
-                        eng.start(spec_flags(spec_type, n, sl, sr), what)
+                        eng.start(spec_flags(spec_type, n, sl, sr, ngram_argv(rest)), what)
                     if p.warmup:
                         eng.run(inputs[0][1], min(n_predict, 32), "warmup", n, -1)
                     for rep in range(reps):

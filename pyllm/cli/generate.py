@@ -84,12 +84,12 @@ def main(argv=None) -> int:
     if note:
         print(note, file=sys.stderr)
 
-    from ..generation import Generator, Request
+    from ..generation import Generator, Request, uses_mtp
     from ..model import Model
 
     spec = p.spec_type if p.speculative else "none"
     try:
-        model = Model(p.model, load_mtp=(spec == "draft-mtp"))
+        model = Model(p.model, load_mtp=uses_mtp(spec))
     except (ValueError, OSError, RuntimeError) as e:
         return _err(f"error: failed to load model '{p.model}': {e}")
 
@@ -148,6 +148,8 @@ def main(argv=None) -> int:
           f"| total: {t_total:.3f} s", file=sys.stderr)
     if spec != "none":
         print(fin["acceptance_line"] if fin is not None else gen.acceptance_line(0), file=sys.stderr)
+        for line in (fin or {}).get("drafter_lines") or []:  # per drafter, with several (or an ngram one)
+            print(line, file=sys.stderr)
     return 0
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..args import Params
-from ..generation import Event, Generator, Request
+from ..generation import Event, Generator, Request, uses_mtp
 from ..log import log
 from ..model import Model
 from .metrics import Metrics
@@ -81,11 +81,11 @@ class Engine:
     def load(self):
         p = self.params
         self.spec = p.spec_type if p.speculative else "none"
-        self.model = Model(p.model, load_mtp=(self.spec == "draft-mtp"), core=self.core)
+        self.model = Model(p.model, load_mtp=uses_mtp(self.spec), core=self.core)
         self.gen = Generator.from_params(self.model, p, self.n_slots)
         self.n_ctx = self.gen.n_ctx
         self.n_ctx_slot = self.gen.n_ctx_seq
-        self.metrics = Metrics(self.spec != "none")
+        self.metrics = Metrics(self.spec != "none", per_drafter=self.gen.per_drafter)
         self.loaded = True
         self._thread = threading.Thread(target=self._worker, name="pyllm-engine", daemon=True)
         self._thread.start()
@@ -265,6 +265,8 @@ class Engine:
             "slot", "print_timing")
         if self.spec != "none" and int(fin["stats"].get("n_verif_steps", 0) or 0) > 0 and fin["acceptance_line"]:
             log(f"id {slot:2d} | task {task.id} | {fin['acceptance_line']}", "slot", "print_timing")
+            for line in fin.get("drafter_lines") or []:  # per drafter when several (or an ngram one) are set
+                log(f"id {slot:2d} | task {task.id} | {line}", "slot", "print_timing")
 
     # ---------------------------------------------------------------- introspection (any thread)
     def slots_json(self) -> list:

@@ -39,19 +39,30 @@ def render(m: dict) -> str:
                    "# TYPE llamacpp:spec_decode_num_accepted_tokens_per_pos_total counter\n")
         for i, v in enumerate(app):
             out.append(f'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{{position="{i}"}} {v}\n')
+    # pyllm's addition with several drafters (or an ngram one): the same counters per drafter type
+    per = m.get("per_drafter") or []
+    for key, name, desc in (("n_draft", "spec_decode_num_draft_tokens_per_type_total", "draft tokens generated"),
+                            ("n_draft_accepted", "spec_decode_num_accepted_tokens_per_type_total", "draft tokens accepted"),
+                            ("n_drafts", "spec_decode_num_drafts_per_type_total", "verification steps")):
+        if not per:
+            break
+        out.append(f"# HELP llamacpp:{name} Speculative: {desc}, per drafter type\n# TYPE llamacpp:{name} counter\n")
+        for d in per:
+            out.append(f'llamacpp:{name}{{type="{d["type"]}"}} {int(d[key])}\n')
     return "".join(out)
 
 
 class Metrics:
     """llama-server's server_metrics. The scheduler's worker thread updates it under the scheduler's lock."""
 
-    def __init__(self, speculative: bool):
+    def __init__(self, speculative: bool, per_drafter: bool = False):
         self.speculative = speculative
+        self.per_drafter = per_drafter
         self.m = {"prompt_tokens_total": 0, "prompt_tokens_cached_total": 0, "prompt_seconds_total": 0.0,
                   "tokens_predicted_total": 0, "tokens_predicted_seconds_total": 0.0, "n_decode_total": 0,
                   "n_busy_slots_total": 0, "n_tokens_max": 0, "spec_decode_num_draft_tokens_total": 0,
                   "spec_decode_num_accepted_tokens_total": 0, "spec_decode_num_drafts_total": 0,
-                  "accepted_per_pos": [], "spec_seen": False}
+                  "accepted_per_pos": [], "spec_seen": False, "per_drafter": []}
         self._bucket = self._zero_bucket()
 
     @staticmethod
@@ -71,6 +82,8 @@ class Metrics:
         if self.speculative:
             m["accepted_per_pos"] = [int(v) for v in (g.get("n_accepted_per_pos") or [])]
             m["spec_seen"] = True
+            if self.per_drafter:
+                m["per_drafter"] = [dict(d) for d in g.get("drafters") or []]
 
     def on_finish(self, fin: dict):
         """A sequence finished or was cancelled (llama-server's metrics_on_prediction); fin = its summary."""
@@ -92,6 +105,7 @@ class Metrics:
     def snapshot(self, reset_bucket: bool, processing: int, deferred: int) -> dict:
         m = dict(self.m)
         m["accepted_per_pos"] = list(self.m["accepted_per_pos"])
+        m["per_drafter"] = list(self.m["per_drafter"])
         b = dict(self._bucket)
         if reset_bucket:
             self._bucket = self._zero_bucket()

@@ -3,6 +3,7 @@
 // vec_dot_k (one weight row, k <= 8 activation rows) comes with every quantized kernel (both levels).
 #include <immintrin.h>
 
+#include <cstring>
 #include <type_traits>
 
 #include "ggml/fp16.h"
@@ -412,6 +413,10 @@ static void dot_q6_K_512(int n, float* s, const void* vx, const void* vy, size_t
 }
 PYLLM_KERNEL_FAMILY(K_q6_K_512, (dot_q6_K_512<NR>(n, s, x, y, by)));
 
+#include "ggml/x86/gemm_avx512.inc.h"
+#include "ggml/x86/act_quant_avx512.inc.h"
+#include "ggml/x86/gemv_avx512.inc.h"
+
 }  // namespace x86_avx512
 
 void quants_override_avx512(type_traits* t) {
@@ -433,6 +438,9 @@ void quants_override_avx512(type_traits* t) {
   t[GGML_TYPE_BF16].vec_dot = vd_bf16;
   t[GGML_TYPE_F16].to_float = f16_to_float;
   t[GGML_TYPE_Q8_0].to_float = q8_0_to_float;
+  install_gemm_tiles(t);
+  install_act_quantizers(t);
+  install_gemv_rows(t);
 }
 
 }  // namespace pyllm
