@@ -91,7 +91,7 @@ def test_slots_and_props_show_real_settings(spec):
     ({"speculative.n_max": -1}, "Value must be between 0 <= value <= 2147483647"),
     ({"speculative.n_max": "3"}, "type must be number"),
     ({"speculative.p_min": 1.5}, "Value must be between 0.000000 <= value <= 1.000000"),
-    ({"speculative.type": "ngram-simple"}, "'ngram-simple' is not available on this server"),
+    ({"speculative.type": "ngram-simple"}, "'ngram-simple': it is not available on this server"),
     ({"speculative.type": 1}, "type must be string"),
     ({"speculative.ngram_size_n": 3}, "is not supported by pyllm"),
 ])
@@ -128,3 +128,18 @@ def test_server_cheap_head_and_auto(plain):
             assert fixed["content"] == ref["content"] and fixed["timings"]["draft_n"] > 0
             assert fixed["generation_settings"]["speculative.n_max_auto"] is False
         assert "draft head: q4_0 rows" in s.output()
+
+
+def test_server_with_ngram_and_mtp():
+    """--spec-type draft-mtp,ngram-simple: the core knows the longest draft (the ngram size m) and checks
+    speculative.n_max itself; a request cannot pick one drafter; n_max 0 and type none turn drafting off."""
+    with Server("-c", "2048", "-np", "1", "--spec-type", "draft-mtp,ngram-simple", "--spec-draft-n-max", "3",
+                "--spec-ngram-simple-size-m", "8") as s:
+        ref = completion(s, **GREEDY, **{"speculative.type": "none"})
+        assert ref["timings"].get("draft_n", 0) == 0
+        for f in ({"speculative.n_max": 6}, {"speculative.n_max": 0}, {}):
+            assert completion(s, **GREEDY, **f)["content"] == ref["content"]
+        r = s.post("/completion", {"prompt": PROMPT, "n_predict": 4, "speculative.n_max": 9})
+        assert r.status_code == 400 and "speculative.n_max 9 exceeds the server's longest draft 8" in r.json()["error"]["message"]
+        r = s.post("/completion", {"prompt": PROMPT, "n_predict": 4, "speculative.type": "ngram-simple"})
+        assert r.status_code == 400 and "cannot pick one of the server's drafters" in r.json()["error"]["message"]

@@ -7,7 +7,8 @@ against what the server was started with, and shown truthfully in generation_set
   speculative.n_min   >= 0, clamped to n_max (as llama.cpp clamped it when the fields were live)
   speculative.p_min   0..1
   speculative.type    "none" turns drafting off for the request; the server's own type is accepted (no change);
-                      any other type answers 400 (a request cannot start a drafter the server did not load)
+                      any other type answers 400 (a request cannot start a drafter the server did not load, nor
+                      pick one of several)
 The n-gram fields (speculative.ngram_*) only steer drafters pyllm does not have: schemas.FIELD_TABLE refuses them.
 """
 from __future__ import annotations
@@ -26,7 +27,11 @@ def parse(body: dict, p) -> dict:
     llama-server names}. p: the server's Params. ApiError (400) naming a bad field."""
     from .schemas import _get_num, _jtype, _to_string
     on = p.speculative
-    cap = p.spec_draft_n_max if on else 0
+    types = [] if p.spec_type == "none" else p.spec_type.split(",")
+    # the longest draft: --spec-draft-n-max for the draft models; with an ngram drafter in the list the core knows
+    # it (its sizes) and checks it itself (Context.seq_begin: a 400 naming the field all the same)
+    models_only = all(t in ("draft-mtp", "draft-simple") for t in types)
+    cap = (p.spec_draft_n_max if models_only else None) if on else 0
     given = {}
     for name, integer, lo, hi in (("speculative.n_max", True, 0, INT32_MAX), ("speculative.n_min", True, 0, INT32_MAX),
                                   ("speculative.p_min", False, 0.0, 1.0)):
@@ -44,11 +49,13 @@ def parse(body: dict, p) -> dict:
             raise _invalid(f"Field 'speculative.type': [json.exception.type_error.302] type must be string, but is "
                            f"{_jtype(t)}")
         if t != "none" and not (on and t == p.spec_type):
-            raise _invalid(f"Field 'speculative.type': '{t}' is not available on this server (started with "
-                           f"--spec-type {p.spec_types_str}); 'none' turns drafting off for a request")
+            why = ("pyllm cannot pick one of the server's drafters per request" if on and t in types else
+                   "it is not available on this server")
+            raise _invalid(f"Field 'speculative.type': '{t}': {why} (started with --spec-type {p.spec_types_str}); "
+                           f"'none' turns drafting off for a request, '{p.spec_type}' keeps the server's")
         given["speculative.type"] = t
     n = given.get("speculative.n_max")
-    if n is not None and n > cap:
+    if n is not None and cap is not None and n > cap:
         raise _invalid(f"Field 'speculative.n_max': speculative decoding is off on this server (--spec-type "
                        f"{p.spec_types_str}), only 0 is accepted" if not on else
                        f"Field 'speculative.n_max': Value must be between 0 <= value <= {cap} on this server (its "
