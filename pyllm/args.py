@@ -133,6 +133,9 @@ class Params:
     # speculative
     spec_types: list = field(default_factory=lambda: ["none"])
     spec_draft_n_max: int = 3
+    spec_draft_n_max_auto: bool = False  # --spec-draft-n-max auto (spec_draft_n_max is then the cap)
+    spec_draft_head_type: str = ""       # --spec-draft-head-type: "" = the model's MTP head
+    spec_draft_vocab: int = 0            # --spec-draft-vocab: 0 = the whole vocabulary
     spec_draft_n_min: int = 0
     spec_draft_p_min: float = 0.0
     spec_draft_p_split: float = 0.10
@@ -342,7 +345,8 @@ def _check_spec(p: Params):
     try:
         core.check_spec_params(",".join(types), p.spec_draft_n_max, p.spec_draft_n_min, p.spec_draft_p_min,
                                float(p.spec_synth_len), [float(r) for r in p.spec_synth_rates],
-                               ngram_params(core, p.spec_ngram()))
+                               ngram_params(core, p.spec_ngram()), n_max_auto=p.spec_draft_n_max_auto,
+                               draft_head_type=p.spec_draft_head_type, draft_vocab=p.spec_draft_vocab)
     except ValueError as e:
         raise ArgError(f"error: {e}") from None
 
@@ -435,6 +439,11 @@ def noop_notice(p: Params) -> Optional[str]:
         lines.append(f"pyllm runs on CPU: ignoring GPU/device/tuning options: {', '.join(dict.fromkeys(p.ignored))}")
     if p.unimplemented:
         lines.append(f"pyllm does not implement these yet: ignoring options: {', '.join(p.unimplemented)}")
+    draft_opts = [n for n, on in (("--spec-draft-head-type", bool(p.spec_draft_head_type)),
+                                  ("--spec-draft-vocab", p.spec_draft_vocab > 0)) if on]
+    if draft_opts and not p.speculative:
+        lines.append(f"speculative decoding is off (--spec-type {p.spec_types_str}, --spec-draft-n-max "
+                     f"{p.spec_draft_n_max}): ignoring {', '.join(draft_opts)}")
     if p.embedding:
         lines.append("pyllm does not implement embeddings: ignoring --embeddings "
                      "(/embedding and /v1/embeddings answer 501)")

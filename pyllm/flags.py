@@ -92,6 +92,28 @@ def _spec_default(p: Params):
     p.spec_ngram_mod_n_match, p.spec_ngram_mod_n_min, p.spec_ngram_mod_n_max = 24, 48, 64
 
 
+AUTO_N_MAX_CAP = 7  # `--spec-draft-n-max auto`: the longest draft the adaptive length may choose
+
+
+def _spec_n_max(p: Params, v: str):
+    """--spec-draft-n-max N, or `auto` / `auto:CAP`: the draft length chosen per sequence and step (0..CAP,
+    default 7) from its running acceptance and the measured step costs (csrc/speculative/adaptive.h)."""
+    s = v.strip().lower()
+    if s == "auto" or s.startswith("auto:"):
+        cap = AUTO_N_MAX_CAP
+        if s != "auto":
+            try:
+                cap = _stoi(s[5:])
+            except ValueError:
+                raise ArgError("invalid value: --spec-draft-n-max auto:CAP needs an integer CAP")
+        p.spec_draft_n_max, p.spec_draft_n_max_auto = cap, True
+        return
+    try:
+        p.spec_draft_n_max, p.spec_draft_n_max_auto = _stoi(v), False
+    except ValueError:
+        raise ArgError("stoi")
+
+
 def _synth_len(p: Params, v: str):
     try:
         x = float(v.strip())
@@ -374,9 +396,16 @@ OPTIONS: list = [
     # speculative
     Opt(("--spec-type",), "custom", env="LLAMA_ARG_SPEC_TYPE", fn=_spec_type,
         help="comma-separated speculative types: " + ",".join(SPEC_TYPES) + " (pyllm supports " + ", ".join(SUPPORTED_SPEC_TYPES) + ")"),
-    Opt(("--spec-draft-n-max",), "int", "spec_draft_n_max", env="LLAMA_ARG_SPEC_DRAFT_N_MAX"),
+    Opt(("--spec-draft-n-max",), "custom", env="LLAMA_ARG_SPEC_DRAFT_N_MAX", fn=_spec_n_max,
+        help="draft length N, or auto / auto:CAP (pyllm: chosen per sequence from acceptance and measured costs, "
+             f"CAP default {AUTO_N_MAX_CAP})"),
     Opt(("--spec-draft-n-min",), "int", "spec_draft_n_min", env="LLAMA_ARG_SPEC_DRAFT_N_MIN"),
     Opt(("--spec-draft-p-min", "--draft-p-min"), "float", "spec_draft_p_min", env="LLAMA_ARG_SPEC_DRAFT_P_MIN"),
+    # pyllm's cheap draft head (csrc/speculative/draft_head.h); drafting only, the target verifies with its own head
+    Opt(("--spec-draft-head-type",), "str", "spec_draft_head_type", env="PYLLM_ARG_SPEC_DRAFT_HEAD_TYPE",
+        help="draft with a copy of the MTP output matrix in this type (e.g. q4_0, iq4_xs, q8_0), made at load"),
+    Opt(("--spec-draft-vocab",), "int", "spec_draft_vocab", env="PYLLM_ARG_SPEC_DRAFT_VOCAB",
+        help="draft over the N lowest token ids (BPE merge order) plus the end-of-generation ids; 0 = all"),
     Opt(("--spec-draft-p-split", "--draft-p-split"), "float", "spec_draft_p_split", env="LLAMA_ARG_SPEC_DRAFT_P_SPLIT"),
     Opt(("--spec-draft-type-k", "-ctkd", "--cache-type-k-draft"), "custom", env="LLAMA_ARG_SPEC_DRAFT_CACHE_TYPE_K", fn=_cache_type("spec_draft_type_k")),
     Opt(("--spec-draft-type-v", "-ctvd", "--cache-type-v-draft"), "custom", env="LLAMA_ARG_SPEC_DRAFT_CACHE_TYPE_V", fn=_cache_type("spec_draft_type_v")),

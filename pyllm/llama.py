@@ -81,7 +81,11 @@ class Llama:
             an ngram drafter ("ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache") or a
             comma list of them ("draft-mtp,ngram-mod"), as llama.cpp's --spec-type.
         spec_draft_n_max, spec_draft_n_min, spec_draft_p_min: draft length bounds and minimum draft probability
-            (llama.cpp's --spec-draft-n-max / -n-min / -p-min).
+            (llama.cpp's --spec-draft-n-max / -n-min / -p-min); spec_draft_n_max="auto" (or "auto:CAP") chooses the
+            length per step from the running acceptance and the measured costs (cap 7).
+        spec_draft_head_type, spec_draft_vocab: the cheap draft head (--spec-draft-head-type / --spec-draft-vocab):
+            draft with a lower-bit copy of the output matrix (e.g. "q4_0") and / or over the N lowest token ids;
+            the output is unchanged (the target verifies with its own head).
         spec_ngram: the ngram drafters' settings as a dict of SpecNgramParams fields (e.g. {"mod_n_match": 24,
             "simple": {"size_n": 12}, "lookup_cache_static": path}); llama.cpp's --spec-ngram-* defaults otherwise.
     Raises ValueError (a bad file, an unsupported argument, a model without MTP layers for draft-mtp) and
@@ -91,8 +95,9 @@ class Llama:
     def __init__(self, model_path: str, *, n_ctx: int = 512, n_batch: int = 512, n_ubatch: int = 512,
                  n_threads: Optional[int] = None, n_threads_batch: Optional[int] = None,
                  seed: int = LLAMA_DEFAULT_SEED, chat_format: Optional[str] = None, last_n_tokens_size: int = 64,
-                 verbose: bool = True, spec_type: str = "none", spec_draft_n_max: int = 3, spec_draft_n_min: int = 0,
-                 spec_draft_p_min: float = 0.0, spec_ngram: Optional[dict] = None, type_k: Optional[int] = None,
+                 verbose: bool = True, spec_type: str = "none", spec_draft_n_max: Union[int, str] = 3,
+                 spec_draft_n_min: int = 0, spec_draft_p_min: float = 0.0, spec_ngram: Optional[dict] = None,
+                 spec_draft_head_type: str = "", spec_draft_vocab: int = 0, type_k: Optional[int] = None,
                  type_v: Optional[int] = None, **kwargs):
         for name, value in kwargs.items():
             if name in _CPU_NOOPS:
@@ -120,11 +125,24 @@ class Llama:
         self.last_n_tokens_size = last_n_tokens_size
         self.spec_type = spec_type
         self._seed = seed
+        n_max_auto = isinstance(spec_draft_n_max, str)
+        if n_max_auto:  # the command line's parser: "auto" / "auto:CAP"
+            from .args import Params
+            from .flags import _spec_n_max
+            pa = Params()
+            try:
+                _spec_n_max(pa, spec_draft_n_max)
+            except Exception:
+                raise ValueError(f"Llama: spec_draft_n_max {spec_draft_n_max!r} must be an int, 'auto' or 'auto:CAP'")
+            if not pa.spec_draft_n_max_auto:
+                raise ValueError(f"Llama: spec_draft_n_max {spec_draft_n_max!r} must be an int, 'auto' or 'auto:CAP'")
+            spec_draft_n_max = pa.spec_draft_n_max
         self._model = Model(model_path, load_mtp=uses_mtp(spec_type))
         tk, tv = _kv_type("type_k", type_k), _kv_type("type_v", type_v)
         self._gen = Generator(self._model, n_ctx, 1, n_batch=n_batch, n_ubatch=n_ubatch,
                               n_threads=n_threads or default_threads(), spec_type=spec_type, n_max=spec_draft_n_max,
-                              n_min=spec_draft_n_min, p_min=spec_draft_p_min, ngram=spec_ngram, cache_type_k=tk,
+                              n_min=spec_draft_n_min, p_min=spec_draft_p_min, ngram=spec_ngram, n_max_auto=n_max_auto,
+                              draft_head_type=spec_draft_head_type, draft_vocab=spec_draft_vocab, cache_type_k=tk,
                               cache_type_v=tv, draft_type_k=tk, draft_type_v=tv)
         self._chat_template = resolve_chat_template(CHAT_FORMATS.get(chat_format) if chat_format else None,
                                                     {"tokenizer.chat_template": self._model.chat_template})

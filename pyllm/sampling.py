@@ -179,10 +179,39 @@ def _count(d: dict, key: str, default: int) -> int:
     return v
 
 
+SPEC_TYPES_OFF = ("none",)
+
+
+def spec_request(d: dict) -> dict:
+    """The per-request speculative settings of a request dict, llama-server's names (`speculative.n_max`,
+    `speculative.n_min`, `speculative.p_min`, and `speculative.type`: "none" turns drafting off for the request)
+    -> {"n_max", "n_min", "p_min"} with -1 for "the context's". ValueError naming a bad field; that n_max fits
+    the context's is checked by the core (Context.seq_begin)."""
+    out = {"n_max": -1, "n_min": -1, "p_min": -1.0}
+    for key, name in (("n_max", "speculative.n_max"), ("n_min", "speculative.n_min")):
+        v = d.get(name)
+        if v is not None:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or not 0 <= v <= INT32[1]:
+                raise ValueError(f"'{name}' must be an integer >= 0, got {v!r}")
+            out[key] = int(v)
+    v = d.get("speculative.p_min")
+    if v is not None:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
+            raise ValueError(f"'speculative.p_min' must be a number within [0, 1], got {v!r}")
+        out["p_min"] = float(v)
+    t = d.get("speculative.type")
+    if t is not None:
+        if not isinstance(t, str):
+            raise ValueError(f"'speculative.type' must be a string, got {t!r}")
+        if t in SPEC_TYPES_OFF:
+            out["n_max"] = 0
+    return out
+
+
 def seq_params(d: dict, eog_ids=(), core=None):
-    """A request dict -> core.SeqParams for Context.seq_begin: the sampler's settings plus n_predict, n_probs
-    and the seed of the synthetic acceptance; ignore_eos bans eog_ids (the model's) in the chain, as
-    llama.cpp does."""
+    """A request dict -> core.SeqParams for Context.seq_begin: the sampler's settings plus n_predict, n_probs,
+    the seed of the synthetic acceptance and the per-request speculative settings (spec_request); ignore_eos
+    bans eog_ids (the model's) in the chain, as llama.cpp does."""
     core = _core(core)
     ignore_eos = d.get("ignore_eos") is True
     sp = core.SeqParams()
@@ -192,6 +221,8 @@ def seq_params(d: dict, eog_ids=(), core=None):
     sp.n_probs = _count(d, "n_probs", 0)
     if d.get("seed") is not None:  # the sampler validated it; -1 stays "random" (UINT32_MAX)
         sp.seed = int(d["seed"]) & UINT32_MAX
+    spec = spec_request(d)
+    sp.spec_n_max, sp.spec_n_min, sp.spec_p_min = spec["n_max"], spec["n_min"], spec["p_min"]
     return sp
 
 

@@ -153,3 +153,36 @@ def test_prompt_cache_flags():
     assert p.unimplemented == [] and (p.cache_type_k, p.cache_type_v) == ("q8_0", "q4_0")
     p = P(["-ctk", "q5_1", "-ctvd", "iq4_nl"])
     assert p.unimplemented == ["--cache-type-k", "--spec-draft-type-v"] and "--cache-type-k" in noop_notice(p)
+
+
+def test_spec_issue10_flags():
+    """--spec-draft-n-max auto / auto:CAP (the adaptive draft length), --spec-draft-head-type, --spec-draft-vocab."""
+    p = P(["--spec-type", "draft-mtp", "--spec-draft-n-max", "auto"])
+    assert (p.spec_draft_n_max, p.spec_draft_n_max_auto, p.speculative) == (7, True, True)
+    p = P(["--spec-draft-n-max", "AUTO:4"])
+    assert (p.spec_draft_n_max, p.spec_draft_n_max_auto) == (4, True)
+    p = P(["--spec-draft-n-max", "auto", "--spec-draft-n-max", "2"])  # the last one wins, as for any flag
+    assert (p.spec_draft_n_max, p.spec_draft_n_max_auto) == (2, False)
+    assert P([], env={"LLAMA_ARG_SPEC_DRAFT_N_MAX": "auto"}).spec_draft_n_max_auto
+    with pytest.raises(ArgError, match="auto:CAP needs an integer CAP"):
+        P(["--spec-draft-n-max", "auto:x"])
+    with pytest.raises(ArgError, match="--spec-draft-n-max auto needs a cap >= 1, got 0"):
+        P(["--spec-draft-n-max", "auto:0"])
+    with pytest.raises(ArgError):
+        P(["--spec-draft-n-max", "often"])
+    p = P(["--spec-draft-head-type", "q4_0", "--spec-draft-vocab", "32768"])
+    assert (p.spec_draft_head_type, p.spec_draft_vocab) == ("q4_0", 32768)
+    with pytest.raises(ArgError, match="--spec-draft-head-type: unknown type 'q5_9'"):
+        P(["--spec-draft-head-type", "q5_9"])
+    with pytest.raises(ArgError, match="--spec-draft-vocab must be >= 0, got -2"):
+        P(["--spec-draft-vocab", "-2"])
+    # the synthetic rates of an auto setting are for its cap
+    with pytest.raises(ArgError, match="must contain 7 values, got 3"):
+        P(["--spec-draft-n-max", "auto", "--spec-synth-rates", "0.9,0.5,0.1"])
+
+
+def test_draft_head_flags_without_speculation_warn():
+    from pyllm.args import noop_notice
+    assert "ignoring --spec-draft-head-type, --spec-draft-vocab" in noop_notice(
+        P(["--spec-draft-head-type", "q4_0", "--spec-draft-vocab", "100"]))
+    assert noop_notice(P(["--spec-type", "draft-mtp", "--spec-draft-head-type", "q4_0"])) is None

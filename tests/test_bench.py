@@ -118,12 +118,13 @@ def _free_port():
 @pytest.mark.parametrize("spec,want", [
     ("1-7", [1, 2, 3, 4, 5, 6, 7]), ("1,3,5", [1, 3, 5]), ("0", []), ("0,2-3", [2, 3]), ("3", [3]),
     ("5,1-2", [1, 2, 5]), ("2-2", [2]), (" 1 - 3 ", [1, 2, 3]),
+    ("auto", [1007]), ("1-2,auto", [1, 2, 1007]), ("auto:3,AUTO,3", [3, 1003, 1007]),
 ])
 def test_parse_range(spec, want):
     assert parse_range(spec) == want
 
 
-@pytest.mark.parametrize("spec", ["7-1", "a", "-1", "", "1-", "1,,2", "99", "1-x", "1.5"])
+@pytest.mark.parametrize("spec", ["7-1", "a", "-1", "", "1-", "1,,2", "99", "1-x", "1.5", "auto:0", "auto:x", "autox"])
 def test_parse_range_bad(spec):
     with pytest.raises(RangeError):
         parse_range(spec)
@@ -155,6 +156,17 @@ def test_spec_flags():
     assert spec_flags("draft-mtp", 3) == ["--spec-type", "draft-mtp", "--spec-draft-n-max", "3"]
     assert spec_flags("draft-mtp", 2, synth_rates=[0.9, 0.5])[-2:] == ["--spec-synth-rates", "0.9,0.5"]
     assert spec_flags("draft-mtp", 2, synth_len=2.5)[-2:] == ["--spec-synth-len", "2.5"]
+    assert spec_flags("draft-mtp", 1007) == ["--spec-type", "draft-mtp", "--spec-draft-n-max", "auto"]
+    assert spec_flags("draft-mtp", 1004)[-1] == "auto:4"
+
+
+def test_auto_setting_in_process(capsys):
+    """`auto` is a setting like the fixed ones: measured, labelled, lossless (same as base)."""
+    assert main(["-m", str(TINY), "--spec-draft-n-max", "2,auto:3", "-n", "12", "-r", "1", "-t", "1", "--tasks",
+                 "code", "--no-progress", "--no-warmup"]) == 0
+    rows = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("| code")]
+    assert [ln.split("|")[2].strip() for ln in rows] == ["0 (base)", "2", "auto:3"]
+    assert rows[-1].rstrip(" |").endswith("yes")
 
 
 # ------------------------------------------------------------------------------------------ statistics

@@ -265,5 +265,7 @@ def test_ui_assets_content_types_and_props():
         assert "<!doctype html>" in s.get("/").text.lower()
         assert "http://" not in s.get("/").text and "https://" not in s.get("/").text  # nothing from outside
         assert s.get("/props").json()["speculative"] == {"type": "draft-mtp", "n_max": 3, "n_min": 0,
-                                                          "p_min": s.get("/props").json()["speculative"]["p_min"]}
+                                                          "p_min": s.get("/props").json()["speculative"]["p_min"],
+                                                          "n_max_auto": False, "draft_head_type": None,
+                                                          "draft_vocab": 0, "draft_head": ""}
         assert httpx.get(s.url + "/bench-tasks.json").json()["code"].startswith("Write")

@@ -27,7 +27,18 @@ struct SeqArgs {
   bool ignore_eos = false;
   int n_probs = 0;
   SamplerParams sampler;
+  int spec_n_max = -1, spec_n_min = -1;
+  float spec_p_min = -1.0f;
 };
+
+SpecParams spec_params(const std::string& type, int n_max, int n_min, float p_min, double synth_len,
+                       std::vector<double> synth_rates, bool n_max_auto, const std::string& head_type, int draft_vocab) {
+  SpecParams sp;
+  sp.type = type; sp.n_max = n_max; sp.n_min = n_min; sp.p_min = p_min;
+  sp.synth_len = synth_len; sp.synth_rates = std::move(synth_rates);
+  sp.n_max_auto = n_max_auto; sp.draft_head_type = head_type; sp.draft_vocab = draft_vocab;
+  return sp;
+}
 
 struct PyModel {
   std::unique_ptr<Model> m;
@@ -110,13 +121,35 @@ void bind_model(nb::module_& m) {
   // the one validation of the speculative settings (ValueError naming the setting); returns the
   // synthetic acceptance's per-position keep probabilities ([] when off)
   m.def("check_spec_params", [](const std::string& spec_type, int n_max, int n_min, float p_min, double synth_len,
-                                std::vector<double> synth_rates, const NgramParams& ngram) {
-    SpecParams sp;
-    sp.type = spec_type; sp.n_max = n_max; sp.n_min = n_min; sp.p_min = p_min;
-    sp.synth_len = synth_len; sp.synth_rates = std::move(synth_rates); sp.ngram = ngram;
+                                std::vector<double> synth_rates, const NgramParams& ngram, bool n_max_auto,
+                                const std::string& draft_head_type, int draft_vocab) {
+    SpecParams sp = spec_params(spec_type, n_max, n_min, p_min, synth_len, std::move(synth_rates), n_max_auto,
+                                draft_head_type, draft_vocab);
+    sp.ngram = ngram;
     return check_spec_params(sp);
   }, nb::arg("spec_type") = "none", nb::arg("n_max") = 3, nb::arg("n_min") = 0, nb::arg("p_min") = 0.0f,
-     nb::arg("synth_len") = -1.0, nb::arg("synth_rates") = std::vector<double>{}, nb::arg("ngram") = NgramParams{});
+     nb::arg("synth_len") = -1.0, nb::arg("synth_rates") = std::vector<double>{}, nb::arg("ngram") = NgramParams{},
+     nb::arg("n_max_auto") = false, nb::arg("draft_head_type") = "", nb::arg("draft_vocab") = 0);
+
+  // the adaptive draft length's policy alone (tests drive it with chosen costs and outcomes)
+  nb::class_<AdaptiveDraftLength>(m, "AdaptiveDraftLength")
+      .def("__init__", [](AdaptiveDraftLength* self, int n_seq, int cap, double base_ms, double row_ms, double draft_ms) {
+        if (n_seq < 1 || cap < 1) throw std::invalid_argument("AdaptiveDraftLength: n_seq and cap must be >= 1");
+        new (self) AdaptiveDraftLength(n_seq, cap, DraftCosts{base_ms, row_ms, draft_ms});
+      }, nb::arg("n_seq"), nb::arg("cap"), nb::arg("verify_base_ms"), nb::arg("verify_row_ms"), nb::arg("draft_ms"))
+      .def("begin", &AdaptiveDraftLength::begin)
+      .def("choose", &AdaptiveDraftLength::choose, nb::arg("seq"), nb::arg("n_generating") = 1)
+      .def("observe_accept", &AdaptiveDraftLength::observe_accept)
+      .def("observe_step", &AdaptiveDraftLength::observe_step)
+      .def("observe_draft", &AdaptiveDraftLength::observe_draft)
+      .def("rates", &AdaptiveDraftLength::rates)
+      .def_prop_ro("costs", [](const AdaptiveDraftLength& a) {
+        nb::dict d;
+        d["verify_base_ms"] = a.costs().verify_base_ms; d["verify_row_ms"] = a.costs().verify_row_ms;
+        d["draft_ms"] = a.costs().draft_ms;
+        return d;
+      })
+      .def_ro_static("probe_every", &AdaptiveDraftLength::kProbe);
 
   nb::class_<SeqArgs>(m, "SeqParams")
       .def(nb::init<>())
@@ -124,7 +157,10 @@ void bind_model(nb::module_& m) {
       .def_rw("n_predict", &SeqArgs::n_predict)
       .def_rw("ignore_eos", &SeqArgs::ignore_eos)
       .def_rw("n_probs", &SeqArgs::n_probs)
-      .def_rw("sampler", &SeqArgs::sampler);
+      .def_rw("sampler", &SeqArgs::sampler)
+      .def_rw("spec_n_max", &SeqArgs::spec_n_max)
+      .def_rw("spec_n_min", &SeqArgs::spec_n_min)
+      .def_rw("spec_p_min", &SeqArgs::spec_p_min);
 
   nb::class_<PyModel>(m, "Model")
       .def("__init__", [](PyModel* self, const std::string& path, bool load_mtp) {
@@ -190,10 +226,11 @@ void bind_model(nb::module_& m) {
   ctx_cls
       .def("__init__", [](Context* self, PyModel& model, int n_ctx, int n_seq, int n_batch, int n_ubatch, int n_threads,
                           const std::string& spec_type, int n_max, int n_min, float p_min, double synth_len, std::vector<double> synth_rates,
-                          const NgramParams& ngram, const PyModel* draft_model, int draft_threads, int max_planes) {
-        SpecParams sp;
-        sp.type = spec_type; sp.n_max = n_max; sp.n_min = n_min; sp.p_min = p_min;
-        sp.synth_len = synth_len; sp.synth_rates = std::move(synth_rates); sp.ngram = ngram;
+                          const NgramParams& ngram, const PyModel* draft_model, int draft_threads, int max_planes,
+                          bool n_max_auto, const std::string& draft_head_type, int draft_vocab) {
+        SpecParams sp = spec_params(spec_type, n_max, n_min, p_min, synth_len, std::move(synth_rates), n_max_auto,
+                                    draft_head_type, draft_vocab);
+        sp.ngram = ngram;
         sp.draft_model = draft_model ? draft_model->m.get() : nullptr; sp.draft_threads = draft_threads;
         sp.max_planes = max_planes;
         nb::gil_scoped_release rel;
@@ -202,16 +239,27 @@ void bind_model(nb::module_& m) {
          nb::arg("n_threads") = 2, nb::arg("spec_type") = "none", nb::arg("n_max") = 3, nb::arg("n_min") = 0,
          nb::arg("p_min") = 0.0f, nb::arg("synth_len") = -1.0, nb::arg("synth_rates") = std::vector<double>{},
          nb::arg("ngram") = NgramParams{}, nb::arg("draft_model").none() = nb::none(), nb::arg("draft_threads") = 0,
-         nb::arg("max_planes") = 0, nb::keep_alive<1, 2>(), nb::keep_alive<1, 15>())
+         nb::arg("max_planes") = 0, nb::arg("n_max_auto") = false, nb::arg("draft_head_type") = "",
+         nb::arg("draft_vocab") = 0, nb::keep_alive<1, 2>(), nb::keep_alive<1, 15>())
       .def_prop_ro("n_planes", &Context::n_planes)
       .def_prop_ro("drafters", &Context::drafter_names)
       .def_prop_ro("n_draft_max", &Context::n_draft_max)
       .def("drafter_lines", &Context::drafter_lines)
+      // the cheap draft head's one-line description (type, rows, memory), "" when drafting uses the model's head
+      .def_prop_ro("draft_head_info", [](const Context& c) { return c.draft_head() ? c.draft_head()->description() : std::string(); })
+      .def_prop_ro("draft_head_bytes", [](const Context& c) { return c.draft_head() ? c.draft_head()->bytes() : (size_t)0; })
+      .def_prop_ro("draft_costs", [](const Context& c) {
+        const DraftCosts k = c.draft_costs();
+        nb::dict d;
+        d["verify_base_ms"] = k.verify_base_ms; d["verify_row_ms"] = k.verify_row_ms; d["draft_ms"] = k.draft_ms;
+        return d;
+      })
       .def_prop_ro("n_ctx_seq", &Context::n_ctx_seq)
       .def_prop_ro("n_seq", &Context::n_seq)
       .def("seq_begin", [](Context& c, PyModel&, int seq, std::vector<int32_t> prompt, const SeqArgs& a) {
         SeqParams sp;
         sp.seed = a.seed; sp.n_predict = a.n_predict; sp.ignore_eos = a.ignore_eos; sp.n_probs = a.n_probs;
+        sp.spec_n_max = a.spec_n_max; sp.spec_n_min = a.spec_n_min; sp.spec_p_min = a.spec_p_min;
         SamplerParams spar = a.sampler;
         sp.sampler = [spar](int n_vocab) { return std::unique_ptr<TokenSampler>(new ChainSampler(spar, n_vocab)); };
         nb::gil_scoped_release rel;
@@ -266,6 +314,8 @@ void bind_model(nb::module_& m) {
         d["n_draft"] = g.n_draft; d["n_draft_accepted"] = g.n_draft_accepted; d["n_drafts"] = g.n_drafts;
         d["n_accepted_per_pos"] = g.n_accepted_per_pos;
         d["n_mtp_rows"] = g.n_mtp_rows;
+        d["n_draft_forwards"] = g.n_draft_forwards; d["t_draft_ms"] = g.t_draft_ms;
+        d["n_gen_steps"] = g.n_gen_steps; d["n_gen_rows"] = g.n_gen_rows; d["t_verify_ms"] = g.t_verify_ms;
         d["drafters"] = drafters_list(g.drafters);
         d["n_replay_rows"] = g.n_replay_rows;
         return d;

@@ -32,6 +32,12 @@ Context::Context(const Model& model, int n_ctx, int n_seq, int n_batch, int n_ub
   n_planes_ = n_draft_max_ > 0 ? verify_planes(model, spec_, n_draft_max_) : 1;
   if (n_draft_max_ > 0) n_ubatch_ = std::max(n_ubatch_, n_draft_max_ + 1);
   ckpt_.resize(n_planes_ <= n_draft_max_ ? n_seq : 0);
+  if (spec_.n_max_auto && chain_) {  // the start-up cost measurement (speculative/adaptive.h)
+    const int cap = std::min(spec_.n_max, n_draft_max_);
+    DraftCosts c = measure_verify_ms(model, tp_, std::min(cap + 1, n_planes_), 2);
+    c.draft_ms = drafter_ ? drafter_->measure_step_ms(2) : 0.0;
+    adaptive_ = std::make_unique<AdaptiveDraftLength>(n_seq, cap, c);
+  }
   if (!synth_probs_.empty())
     std::fprintf(stderr, "synthetic speculative acceptance is enabled for benchmarking; generated output is not valid\n");
   mem_ = model.create_memory(n_seq, n_ctx_seq_, n_planes_);
@@ -53,6 +59,13 @@ int Context::seq_begin(int seq, const std::vector<int32_t>& prompt, SeqParams pa
   }
   for (int32_t t : prompt)
     if (t < 0 || t >= model_.n_vocab) throw std::invalid_argument("token id " + std::to_string(t) + " out of range [0, " + std::to_string(model_.n_vocab) + ")");
+  // this request's speculative settings over the context's (checked before anything changes)
+  const SeqParams& q = params;
+  if (q.spec_n_max > n_draft_max_)
+    throw std::invalid_argument(n_draft_max_ > 0 ? "speculative.n_max " + std::to_string(q.spec_n_max) + " exceeds the server's longest draft " +
+                                                       std::to_string(n_draft_max_) + " (--spec-draft-n-max and the ngram sizes)"
+                                                 : "speculative.n_max: speculative decoding is off (--spec-type none)");
+  if (q.spec_p_min > 1.0f || q.spec_p_min != q.spec_p_min) throw std::invalid_argument("speculative.p_min must be within [0, 1]");
   Seq& s = seqs_[seq];
   // longest common prefix with what the sequence holds; always re-evaluate the last prompt token
   size_t lcp = 0;
@@ -72,6 +85,11 @@ int Context::seq_begin(int seq, const std::vector<int32_t>& prompt, SeqParams pa
   if (chain_) chain_->begin(seq, prompt, (int)lcp);  // lcp: what equals the sequence's previous history
   s.cache.assign(prompt.begin(), prompt.begin() + n_cached);
   s.pending.assign(prompt.begin() + n_cached, prompt.end());
+  s.n_max = q.spec_n_max >= 0 ? q.spec_n_max : n_draft_max_;
+  s.n_min = std::min(s.n_max, q.spec_n_min >= 0 ? q.spec_n_min : spec_.n_min);  // n_min <= n_max, as upstream clamps
+  s.p_min = q.spec_p_min >= 0 ? q.spec_p_min : spec_.p_min;
+  s.auto_len = adaptive_ && q.spec_n_max < 0;
+  if (adaptive_) adaptive_->begin(seq);
   s.params = std::move(params);
   s.sampler = s.params.sampler ? s.params.sampler((int)model_.n_vocab) : make_greedy_sampler();
   // penalties see the prompt, as in llama.cpp (common_sampler_accept on prompt tokens is not done
@@ -252,17 +270,25 @@ std::vector<std::vector<int32_t>> Context::draft(const std::vector<int>& gen, st
     const int p0 = mem_->seq_pos(si);
     // room as upstream computes it: the verification rows must fit the context, and no more
     // tokens than n_predict still allows
-    int m = n_ctx_seq_ - p0 - 2;
+    int m = std::min(s.n_max, n_ctx_seq_ - p0 - 2);
+    if (s.auto_len) m = std::min(m, adaptive_->choose(si, (int)gen.size()));
     if (s.params.n_predict >= 0) m = std::min(m, s.params.n_predict - s.stats.n_gen - 1);
     if (s.constrained) m = 0;  // drafts are not checked against the grammar (yet): none
-    reqs.push_back({si, &s.cache, s.last, p0, std::max(0, m)});
+    reqs.push_back({si, &s.cache, s.last, p0, std::max(0, m), s.n_min, s.p_min});
   }
+  const int64_t f0 = drafter_ ? drafter_->n_draft_forwards() : 0;
+  const double t0 = drafter_ ? drafter_->t_draft_ms() : 0.0;
   std::vector<std::vector<int32_t>> d = chain_->draft(reqs, which);
   for (size_t k = 0; k < chain_->names().size(); k++) gstats_.drafters[k].t_draft_ms += chain_->take_draft_ms((int)k);
+  if (drafter_) {
+    gstats_.n_draft_forwards = drafter_->n_draft_forwards();
+    gstats_.t_draft_ms = drafter_->t_draft_ms();
+    if (adaptive_) adaptive_->observe_draft((int)(gstats_.n_draft_forwards - f0), gstats_.t_draft_ms - t0);
+  }
   return d;
 }
 
-void Context::verify(const Batch& b) {
+void Context::verify(const Batch& b, int n_seqs) {
   const int n = b.n();
   std::vector<int32_t> rows(n);
   for (int i = 0; i < n; i++) rows[i] = i;
@@ -271,13 +297,16 @@ void Context::verify(const Batch& b) {
   ForwardIn in = b.rows();
   in.out_rows = rows.data(); in.n_out = n; in.logits = logits_buf_.data();
   in.hidden = drafter_ ? hidden_buf_.data() : nullptr;
-  in.snapshot = n_draft_max_ > 0;  // a recurrent plane per row: any verified prefix can be kept
+  // a recurrent plane per row, so any verified prefix can be kept; a batch of one row per sequence (no
+  // drafts this step) keeps every row, so it updates the state in place as plain decoding does
+  in.snapshot = n_draft_max_ > 0 && n > n_seqs;
   model_.forward(tp_, *mem_, in);
   gstats_.n_decode_calls++;
 }
 
 void Context::count_drafts(Seq& s, int n_draft, int a, int who) {
   if (n_draft == 0) return;
+  if (s.auto_len) adaptive_->observe_accept((int)(&s - seqs_.data()), n_draft, a);
   s.stats.n_draft += n_draft; s.stats.n_draft_accepted += a; s.stats.n_verif_steps++;
   gstats_.n_draft += n_draft; gstats_.n_draft_accepted += a; gstats_.n_drafts++;
   if ((int)gstats_.n_accepted_per_pos.size() < n_draft_max_) gstats_.n_accepted_per_pos.resize(n_draft_max_, 0);
@@ -327,7 +356,8 @@ void Context::generate_step(std::vector<StepOutput>& outs) {
   if (!ckpt_.empty())
     for (size_t g = 0; g < gen.size(); g++)
       if ((int)drafts[g].size() >= n_planes_) ckpt_[gen[g]].save(*mem_, gen[g]);
-  verify(batch_);
+  const auto t_verify = clock_t_::now();
+  verify(batch_, (int)gen.size());
   Batch replay;
   std::vector<MtpDrafter::Run> kept;
   for (size_t g = 0; g < gen.size(); g++) {
@@ -346,7 +376,7 @@ void Context::generate_step(std::vector<StepOutput>& outs) {
       ckpt_[gen[g]].restore(*mem_, gen[g], p0);
       for (int i = 0; i <= a; i++) replay.add(batch_.tokens[row0[g] + i], p0 + i, gen[g]);
     }
-    if (drafter_) kept.push_back({gen[g], &batch_.tokens[row0[g]], p0, a + 1, hidden_buf_.data() + (size_t)row0[g] * E});
+    if (drafter_) kept.push_back({gen[g], &batch_.tokens[row0[g]], p0, a + 1, hidden_buf_.data() + (size_t)row0[g] * E, s.auto_len});
     outs.push_back(emit(gen[g], acc, lg));
   }
   if (replay.n() > 0) {  // no outputs: the state is wanted (its logits were sampled in the verification)
@@ -354,6 +384,9 @@ void Context::generate_step(std::vector<StepOutput>& outs) {
     gstats_.n_replay_rows += replay.n();
   }
   if (drafter_) drafter_->catch_up(kept);  // the MTP memory follows the kept rows only
+  const double ms = ms_since(t_verify);
+  gstats_.n_gen_steps++; gstats_.n_gen_rows += batch_.n(); gstats_.t_verify_ms += ms;
+  if (adaptive_) adaptive_->observe_step(batch_.n(), ms);
   if (ckpt_on())
     for (int si : gen)
       if (ckpt_wanted(seqs_[si], mem_->seq_pos(si), false)) ckpt_take(si);

@@ -15,6 +15,7 @@
 #include "memory/memory.h"
 #include "model/model.h"
 #include "sampling/token_sampler.h"
+#include "speculative/adaptive.h"
 #include "speculative/draft_chain.h"
 #include "speculative/mtp_drafter.h"
 #include "speculative/rs_checkpoint.h"
@@ -52,6 +53,10 @@ struct GlobalStats {
   int64_t n_replay_rows = 0;  // target rows replayed after a draft longer than the recurrent planes
   std::vector<DrafterStats> drafters;  // per drafter of the chain (with the time spent drafting)
   double t_prompt_ms = 0, t_gen_ms = 0;
+  // the speculative step's parts: drafting forwards and their time (the draft-step cost), and the
+  // generate steps (verification forward + accept + MTP catch-up) with their rows
+  int64_t n_draft_forwards = 0, n_gen_steps = 0, n_gen_rows = 0;
+  double t_draft_ms = 0, t_verify_ms = 0;
 };
 
 struct SeqParams {
@@ -60,6 +65,11 @@ struct SeqParams {
   bool ignore_eos = false;
   int n_probs = 0;
   SamplerFactory sampler;  // empty = greedy
+  // per-request speculative settings (llama-server's speculative.n_max / n_min / p_min; n_max 0 = off
+  // for this request); negative = the context's. n_max may not exceed the context's (it sized the
+  // recurrent state); a given n_max fixes the length even when the context's is auto.
+  int spec_n_max = -1, spec_n_min = -1;
+  float spec_p_min = -1.0f;
 };
 
 class Context {
@@ -95,6 +105,10 @@ class Context {
   void seq_rm(int seq, int p0);
   int seq_pos(int seq) const { check_seq(seq); return mem_->seq_pos(seq); }
   size_t memory_bytes() const { return mem_->bytes() + (drafter_ ? drafter_->bytes() : 0); }
+  const SpecParams& spec() const { return spec_; }
+  const DraftHead* draft_head() const { return drafter_ ? drafter_->draft_head() : nullptr; }
+  // the adaptive draft length's current cost model (zeros unless --spec-draft-n-max auto)
+  DraftCosts draft_costs() const { return adaptive_ ? adaptive_->costs() : DraftCosts{}; }
 
   // Prompt cache (context_cache.cpp). Context checkpoints (--ctx-checkpoints n_max, 0 = off;
   // --checkpoint-min-step): recurrent-state copies taken during prefill at the prompt's last token,
@@ -126,13 +140,16 @@ class Context {
     std::mt19937 synth_rng;
     Checkpoints ckpts;                 // context checkpoints of what cache holds
     std::vector<int32_t> ckpt_hints;   // of the current prompt, ascending
+    int n_max = 0, n_min = 0;  // this request's speculative settings (SeqParams over the context's)
+    float p_min = 0;
+    bool auto_len = false;     // the adaptive draft length chooses n_max each step
   };
 
   void check_seq(int seq) const;
   void prefill_step(std::vector<StepOutput>& outs, int& budget);
   void generate_step(std::vector<StepOutput>& outs);
   // target forward of every row of b, logits for every row into logits_buf_ (hidden_buf_ for MTP)
-  void verify(const Batch& b);
+  void verify(const Batch& b, int n_seqs);  // n_seqs: the sequences in b
   std::vector<std::vector<int32_t>> draft(const std::vector<int>& gen, std::vector<int>& which);
   void count_drafts(Seq& s, int n_draft, int n_accepted, int who);
   // the fed rows join the cache; emits acc (with n_probs from logits [acc.size()][n_vocab]) up to a stop
@@ -155,6 +172,7 @@ class Context {
   int ckpt_n_max_ = 0, ckpt_min_step_ = 0;
   std::unique_ptr<Memory> mem_;
   std::unique_ptr<MtpDrafter> drafter_;  // draft-mtp only
+  std::unique_ptr<AdaptiveDraftLength> adaptive_;  // --spec-draft-n-max auto only
   std::unique_ptr<DraftChain> chain_;    // every configured drafter, in llama.cpp's order (null: none)
   int n_draft_max_ = 0;
   int n_planes_ = 1;                    // recurrent planes of the target memory (rs_checkpoint.h)

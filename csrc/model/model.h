@@ -42,6 +42,8 @@ class Model {
   std::vector<int32_t> eog_ids;
   virtual std::unique_ptr<Memory> create_mtp_memory(int n_seq, int n_ctx_seq) const { (void)n_seq; (void)n_ctx_seq; return nullptr; }
   virtual void forward_mtp(ThreadPool& tp, Memory& mem, const ForwardIn& in) const { (void)tp; (void)mem; (void)in; }
+  // the matrix forward_mtp's logits come from (the cheap draft head copies its rows), null without MTP
+  virtual const Weight* mtp_head_weight() const { return nullptr; }
 
   const GGUFFile& gguf() const { return *file_; }
   const std::string& arch() const { return arch_; }

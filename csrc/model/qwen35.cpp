@@ -173,6 +173,7 @@ class Qwen35Model : public Model {
 
   bool has_mtp() const override { return load_mtp; }
   bool file_has_mtp() const override { return mtp_in_file; }
+  const Weight* mtp_head_weight() const override { return load_mtp ? &mtp_head : nullptr; }
 
   std::unique_ptr<Memory> create_mtp_memory(int n_seq, int n_ctx_seq) const override {
     if (!load_mtp) return nullptr;

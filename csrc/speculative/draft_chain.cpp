@@ -25,7 +25,7 @@ class MtpStage : public Drafter {
     std::vector<size_t> at;
     for (size_t i = 0; i < reqs.size(); i++) {
       if (!out[i].empty() || reqs[i].n_max <= 0) continue;
-      q.push_back({reqs[i].seq, reqs[i].last, reqs[i].pos, std::min(n_max_, reqs[i].n_max)});
+      q.push_back({reqs[i].seq, reqs[i].last, reqs[i].pos, std::min(n_max_, reqs[i].n_max), reqs[i].n_min, reqs[i].p_min});
       at.push_back(i);
     }
     if (q.empty()) return;

@@ -108,7 +108,7 @@ void DraftModel::draft(const std::vector<DraftRequest>& reqs, std::vector<std::v
     for (size_t k = 0; k < live.size(); k++) {
       const DraftRequest& q = reqs[live[k]];
       bool ok;
-      const int32_t t = pick(logits_.data() + k * V, V, p_min_, top_, ok);
+      const int32_t t = pick(logits_.data() + k * V, V, q.p_min, top_, ok);  // the sequence's p_min
       std::vector<int32_t>& dd = out[live[k]];
       if (!ok) continue;
       dd.push_back(t);
@@ -128,7 +128,7 @@ void DraftModel::draft(const std::vector<DraftRequest>& reqs, std::vector<std::v
     live.swap(next_live);
   }
   for (size_t i : mine)
-    if ((int)out[i].size() < n_min_) out[i].clear();
+    if ((int)out[i].size() < reqs[i].n_min) out[i].clear();
 }
 
 }  // namespace pyllm

@@ -14,6 +14,8 @@ struct DraftRequest {
   int32_t last;                         // the sampled token the target reads next, at position pos
   int32_t pos;
   int n_max;                            // room (context, n_predict); <= 0: no draft
+  int n_min = 0;                        // the sequence's draft-model bounds (its request's speculative.n_min /
+  float p_min = 0.0f;                   // p_min, or the context's)
 };
 
 class Drafter {

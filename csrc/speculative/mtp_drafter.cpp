@@ -1,6 +1,7 @@
 #include "speculative/mtp_drafter.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <functional>
 #include <stdexcept>
@@ -19,9 +20,71 @@ MtpDrafter::MtpDrafter(const Model& model, ThreadPool& tp, int n_seq, int n_ctx_
   pending_h_.assign((size_t)n_seq * model.n_embd, 0.f);
   kept_pos_.assign(n_seq, -1);
   kept_tok_.assign(n_seq, -1);
+  backlog_.resize(n_seq);
+  if (!spec.draft_head_type.empty() || spec.draft_vocab > 0)
+    head_ = std::make_unique<DraftHead>(model, *model.mtp_head_weight(), tp, spec.draft_head_type, spec.draft_vocab);
+}
+
+int64_t MtpDrafter::forward_draft(Memory& mem, ForwardIn in, float* hidden, float* logits) const {
+  in.hidden = hidden;
+  if (!head_) {
+    in.logits = logits;
+    model_.forward_mtp(tp_, mem, in);
+    return model_.n_vocab;
+  }
+  in.logits = nullptr; in.n_out = 0;  // the MTP block only: the draft head makes the logits
+  model_.forward_mtp(tp_, mem, in);
+  head_->logits(tp_, hidden, in.n, logits);
+  return head_->size();
+}
+
+double MtpDrafter::measure_step_ms(int reps) const {
+  auto mem = model_.create_mtp_memory(1, 8);
+  Batch b;
+  b.add(0, 0, 0);
+  std::vector<float> h(model_.n_embd, 0.f), hid(model_.n_embd), lg(head_size());
+  int32_t row = 0;
+  double best = 1e30;
+  for (int r = 0; r <= reps; r++) {  // the first is a warm-up
+    mem->seq_rm(0, 0);
+    ForwardIn in = b.rows();
+    in.embd_in = h.data(); in.out_rows = &row; in.n_out = 1;
+    const auto t0 = std::chrono::steady_clock::now();
+    forward_draft(*mem, in, hid.data(), lg.data());
+    (void)argmax(lg.data(), head_size());
+    if (r > 0) best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+void MtpDrafter::cut_backlog(int seq, int32_t p0) {
+  Backlog& b = backlog_[seq];
+  if (b.tok.empty()) return;
+  const int keep = std::max(0, std::min((int)b.tok.size(), p0 - b.pos0));
+  b.tok.resize(keep);
+  b.h.resize((size_t)keep * model_.n_embd);
+}
+
+void MtpDrafter::flush(const std::vector<int>& seqs) {
+  batch_.clear(); hin_.clear();
+  for (int s : seqs) {
+    Backlog& b = backlog_[s];
+    if (mem_->seq_pos(s) != b.pos0)
+      throw std::logic_error("MTP deferred catch-up of sequence " + std::to_string(s) + " from position " + std::to_string(b.pos0) +
+                             ": the MTP memory holds " + std::to_string(mem_->seq_pos(s)) + " positions");
+    for (size_t i = 0; i < b.tok.size(); i++) batch_.add(b.tok[i], b.pos0 + (int32_t)i, s);
+    hin_.insert(hin_.end(), b.h.begin(), b.h.end());
+    b = Backlog{};
+  }
+  if (batch_.n() == 0) return;
+  ForwardIn in = batch_.rows();  // no outputs: only the KV is wanted
+  in.embd_in = hin_.data();
+  model_.forward_mtp(tp_, *mem_, in);
+  n_rows_ += batch_.n();
 }
 
 void MtpDrafter::begin(int seq, int n_kept) {
+  cut_backlog(seq, n_kept);
   mem_->seq_rm(seq, n_kept);
   kept_pos_[seq] = -1;
   if (n_kept == 0) std::fill_n(pending_h_.begin() + (size_t)seq * model_.n_embd, model_.n_embd, 0.f);
@@ -34,21 +97,27 @@ void MtpDrafter::set_pending(int seq, const std::vector<float>& h) {
 }
 
 void MtpDrafter::rollback(int seq, int p0) {
+  cut_backlog(seq, p0);
   mem_->seq_rm(seq, p0);
   if (kept_pos_[seq] >= p0) kept_pos_[seq] = -1;
 }
 
 // The MTP memory must end where the next row goes: a gap would attend over positions never written.
 void MtpDrafter::check_length(int seq, int32_t pos, const char* what) const {
-  if (mem_->seq_pos(seq) != pos)
+  if (held(seq) != pos)
     throw std::logic_error(std::string("MTP ") + what + " of sequence " + std::to_string(seq) + " at position " + std::to_string(pos) +
-                           ": the MTP memory holds " + std::to_string(mem_->seq_pos(seq)) + " positions");
+                           ": the MTP memory holds " + std::to_string(held(seq)) + " positions");
 }
 
 std::vector<std::vector<int32_t>> MtpDrafter::draft(const std::vector<Request>& reqs) {
-  const int64_t V = model_.n_vocab, E = model_.n_embd;
+  const int64_t E = model_.n_embd;
   std::vector<std::vector<int32_t>> result(reqs.size());
   std::vector<int> live, next_live;  // indices into reqs still drafting, one row each
+  const auto t0 = std::chrono::steady_clock::now();  // the deferred catch-up is part of the drafting cost
+  std::vector<int> due;
+  for (const Request& q : reqs)
+    if (q.n_max > 0 && !backlog_[q.seq].tok.empty()) due.push_back(q.seq);
+  flush(due);
   batch_.clear(); hin_.clear();
   for (size_t r = 0; r < reqs.size(); r++) {
     const Request& q = reqs[r];
@@ -60,26 +129,28 @@ std::vector<std::vector<int32_t>> MtpDrafter::draft(const std::vector<Request>& 
   }
   while (!live.empty()) {
     const int n = (int)live.size();
+    const int64_t V = head_size();
     logits_.resize((size_t)n * V); hidden_.resize((size_t)n * E);
     rows_.resize(n);
     for (int i = 0; i < n; i++) rows_[i] = i;
     ForwardIn in = batch_.rows();
-    in.embd_in = hin_.data(); in.out_rows = rows_.data(); in.n_out = n; in.logits = logits_.data(); in.hidden = hidden_.data();
-    model_.forward_mtp(tp_, *mem_, in);
+    in.embd_in = hin_.data(); in.out_rows = rows_.data(); in.n_out = n;
+    forward_draft(*mem_, in, hidden_.data(), logits_.data());
     n_rows_ += n;
+    n_forwards_++;
     next_live.clear(); next_.clear(); next_h_.clear();
     for (int i = 0; i < n; i++) {
       const float* lg = logits_.data() + (size_t)i * V;
       const Request& q = reqs[live[i]];
       // argmax, and its probability within the softmax of the top-10 logits (upstream's p_min rule)
-      const int32_t best = argmax(lg, V);
-      if (spec_.p_min > 0) {
+      const int32_t best = head_ ? head_->id(argmax(lg, V)) : argmax(lg, V);
+      if (q.p_min > 0) {
         top_.assign(lg, lg + V);
         const int k = (int)std::min<int64_t>(10, V);
         std::partial_sort(top_.begin(), top_.begin() + k, top_.end(), std::greater<float>());
         double sum = 0;
         for (int j = 0; j < k; j++) sum += std::exp((double)top_[j] - top_[0]);
-        if ((float)(1.0 / sum) < spec_.p_min) continue;
+        if ((float)(1.0 / sum) < q.p_min) continue;
       }
       auto& d = result[live[i]];
       d.push_back(best);
@@ -91,6 +162,7 @@ std::vector<std::vector<int32_t>> MtpDrafter::draft(const std::vector<Request>& 
     }
     live.swap(next_live); batch_.swap(next_); hin_.swap(next_h_);
   }
+  t_draft_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   for (size_t r = 0; r < reqs.size(); r++) {
     const Request& q = reqs[r];
     if (q.n_max <= 0) continue;
@@ -98,13 +170,17 @@ std::vector<std::vector<int32_t>> MtpDrafter::draft(const std::vector<Request>& 
     mem_->seq_rm(q.seq, q.pos + 1);
     kept_pos_[q.seq] = q.pos;
     kept_tok_[q.seq] = q.last;
-    if ((int)result[r].size() < spec_.n_min) result[r].clear();
+    if ((int)result[r].size() < q.n_min) result[r].clear();
   }
   return result;
 }
 
 void MtpDrafter::catch_up(const std::vector<Run>& runs) {
   const int64_t E = model_.n_embd;
+  std::vector<int> due;  // rows computed now must come after the sequence's backlog
+  for (const Run& r : runs)
+    if (r.n > 0 && !r.defer && !backlog_[r.seq].tok.empty()) due.push_back(r.seq);
+  flush(due);
   batch_.clear(); hin_.clear();
   for (const Run& r : runs) {
     if (r.n <= 0) continue;
@@ -117,6 +193,16 @@ void MtpDrafter::catch_up(const std::vector<Run>& runs) {
       kept_pos_[r.seq] = -1;
     }
     check_length(r.seq, r.pos0 + i0, "catch-up");
+    if (r.defer) {
+      Backlog& b = backlog_[r.seq];
+      if (b.tok.empty()) b.pos0 = r.pos0 + i0;
+      for (int i = i0; i < r.n; i++) {
+        b.tok.push_back(r.tokens[i]);
+        const float* h = i == 0 ? pending_h(r.seq) : r.h + (size_t)(i - 1) * E;
+        b.h.insert(b.h.end(), h, h + E);
+      }
+      continue;
+    }
     for (int i = i0; i < r.n; i++) {
       batch_.add(r.tokens[i], r.pos0 + i, r.seq);
       const float* h = i == 0 ? pending_h(r.seq) : r.h + (size_t)(i - 1) * E;  // row p pairs with h_{p-1}

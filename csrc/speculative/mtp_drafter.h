@@ -20,6 +20,7 @@
 #include "memory/batch.h"
 #include "memory/memory.h"
 #include "model/model.h"
+#include "speculative/draft_head.h"
 #include "speculative/spec_params.h"
 
 namespace pyllm {
@@ -36,19 +37,31 @@ class MtpDrafter {
   // The target dropped seq's positions >= p0.
   void rollback(int seq, int p0);
 
-  // Draft up to n_max tokens after `last`, which the target will read at position pos (its length).
-  struct Request { int seq; int32_t last; int32_t pos; int n_max; };
-  // One draft per request (empty for n_max <= 0): greedy, stopped by p_min, dropped below n_min.
+  // Draft up to n_max tokens after `last`, which the target will read at position pos (its length);
+  // n_min / p_min are the sequence's (the context's, or its request's speculative.n_min / p_min).
+  struct Request { int seq; int32_t last; int32_t pos; int n_max; int n_min; float p_min; };
+  // One draft per request (empty for n_max <= 0): greedy over the draft head (the model's MTP head, or
+  // the cheap one of --spec-draft-head-type / --spec-draft-vocab), stopped by p_min, dropped below n_min.
   std::vector<std::vector<int32_t>> draft(const std::vector<Request>& reqs);
 
   // Rows the target decoded and keeps: n rows of seq at pos0.., with their target hidden states h
   // ([n][n_embd], after output_norm). At most one run per sequence and call.
-  struct Run { int seq; const int32_t* tokens; int32_t pos0; int n; const float* h; };
+  // defer (the adaptive draft length's sequences): the rows wait in the sequence's backlog and are
+  // computed, batched, right before its next draft; a sequence that stops drafting (k = 0) then
+  // costs what plain decoding costs. rollback / begin cut the backlog like the memory.
+  struct Run { int seq; const int32_t* tokens; int32_t pos0; int n; const float* h; bool defer = false; };
   // Pairs each row with the hidden state before it and fills the MTP KV (rows already held from
   // drafting are skipped); pending_h <- each run's last h.
   void catch_up(const std::vector<Run>& runs);
 
-  size_t bytes() const { return mem_->bytes(); }
+  size_t bytes() const { return mem_->bytes() + (head_ ? head_->bytes() : 0); }
+  const DraftHead* draft_head() const { return head_.get(); }  // null: the model's own head
+  // Wall time of one drafting forward of one row (MTP block + head), on a scratch memory: the
+  // adaptive draft length's start-up cost measurement. Best of `reps`.
+  double measure_step_ms(int reps) const;
+  // drafting forwards run so far and their wall time (the draft-step cost, for stats)
+  int64_t n_draft_forwards() const { return n_forwards_; }
+  double t_draft_ms() const { return t_draft_ms_; }
   // The prompt cache (engine/seq_state.h) copies and restores the MTP memory and pending_h.
   Memory& memory() { return *mem_; }
   const Memory& memory() const { return *mem_; }
@@ -59,16 +72,28 @@ class MtpDrafter {
 
  private:
   const float* pending_h(int seq) const { return pending_h_.data() + (size_t)seq * model_.n_embd; }
+  // one drafting forward of in's rows on mem: hidden -> hidden, logits over the draft head -> logits
+  // ([n][head_size()]); returns the head's size
+  int64_t forward_draft(Memory& mem, ForwardIn in, float* hidden, float* logits) const;
+  int64_t head_size() const { return head_ ? head_->size() : model_.n_vocab; }
   void check_length(int seq, int32_t pos, const char* what) const;
+  // positions the MTP memory holds or will hold once the backlog is computed
+  int32_t held(int seq) const { return mem_->seq_pos(seq) + (int32_t)backlog_[seq].tok.size(); }
+  void cut_backlog(int seq, int32_t p0);     // drop backlog rows at positions >= p0
+  void flush(const std::vector<int>& seqs);  // compute these sequences' backlogs, one batch
 
   const Model& model_;
   ThreadPool& tp_;
   SpecParams spec_;
   std::unique_ptr<Memory> mem_;
+  std::unique_ptr<DraftHead> head_;  // the cheap draft head, or null
   std::vector<float> pending_h_;  // [n_seq][n_embd]
   // per sequence: the drafting row whose KV is kept, (kept_tok_ at kept_pos_), or kept_pos_ -1
   std::vector<int32_t> kept_pos_, kept_tok_;
-  int64_t n_rows_ = 0;
+  struct Backlog { int32_t pos0 = 0; std::vector<int32_t> tok; std::vector<float> h; };  // h: each row's pair
+  std::vector<Backlog> backlog_;
+  int64_t n_rows_ = 0, n_forwards_ = 0;
+  double t_draft_ms_ = 0;
   // scratch reused across steps
   Batch batch_, next_;
   std::vector<float> hin_, next_h_, logits_, hidden_, top_;

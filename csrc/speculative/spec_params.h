@@ -29,6 +29,12 @@ struct SpecParams {
   int max_planes = 0;                  // cap on the recurrent planes for verification (0: auto; tests)
   double synth_len = -1.0;    // synthetic acceptance: target mean length (-1: unset, upstream's sentinel)
   std::vector<double> synth_rates;  // ... or per-position unconditional acceptance rates
+  // --spec-draft-n-max auto: each sequence's draft length is chosen per step (0..n_max) from its running
+  // acceptance and the measured step costs (speculative/adaptive.h); n_max is then the cap
+  bool n_max_auto = false;
+  // the cheap draft head (speculative/draft_head.h): drafting only, the target verifies with its own head
+  std::string draft_head_type;  // --spec-draft-head-type: "" = the model's head, else a GGML type name
+  int draft_vocab = 0;          // --spec-draft-vocab N: draft over N ids (0 = the whole vocabulary)
 
   std::vector<std::string> types() const;   // the list, without "none" (empty when a "none" is in it)
   bool has(const std::string& t) const;

@@ -5,7 +5,7 @@ import csv
 import json
 from typing import Optional
 
-from .stats import Setting
+from .stats import Setting, is_auto, n_max_flag
 
 
 def _f(x, fmt="{:.1f}", none="-"):
@@ -13,7 +13,7 @@ def _f(x, fmt="{:.1f}", none="-"):
 
 
 def n_max_label(n: int) -> str:
-    return "0 (base)" if n == 0 else ("server" if n < 0 else str(n))
+    return "0 (base)" if n == 0 else ("server" if n < 0 else n_max_flag(n))
 
 
 def _same(s: Setting) -> str:
@@ -124,14 +124,20 @@ def plot(path: str, settings: list, title: str):
     fig, axes = plt.subplots(rows, cols, figsize=(8.0 if cols == 1 else 6.6 * cols, 4.4 * rows + 0.6),
                              squeeze=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    all_n = sorted({s.n_max for s in settings if s.n_max > 0})
+    all_n = sorted({s.n_max for s in settings if s.n_max > 0 and not is_auto(s.n_max)})
     for ti, task in enumerate(tasks):
         ax = axes[ti // cols][ti % cols]
         for ei, eng in enumerate(engines):
             col = colors[ei % len(colors)]
             ss = [s for s in settings if s.task == task and s.engine == eng]
-            spec = sorted((s for s in ss if s.n_max > 0), key=lambda s: s.n_max)
+            spec = sorted((s for s in ss if s.n_max > 0 and not is_auto(s.n_max)), key=lambda s: s.n_max)
             base = next((s for s in ss if s.n_max == 0), None)
+            for a in (s for s in ss if is_auto(s.n_max)):  # the adaptive length: one level, dotted
+                ax.axhline(a.gen_tps_median, color=col, linestyle=":", linewidth=1.6)
+                ax.annotate(f"{eng} {n_max_flag(a.n_max)} {a.gen_tps_median:.1f}", (0.0, a.gen_tps_median),
+                            xycoords=("axes fraction", "data"), textcoords="offset points", xytext=(4, 3),
+                            ha="left", va="bottom", fontsize=7.5, color=col,
+                            bbox=dict(boxstyle="round,pad=0.1", fc="white", ec="none", alpha=0.8))
             if spec:
                 x = [s.n_max for s in spec]
                 y = [s.gen_tps_median for s in spec]
@@ -161,7 +167,7 @@ def plot(path: str, settings: list, title: str):
     for k in range(n, rows * cols):
         axes[k // cols][k % cols].set_visible(False)
     fig.suptitle(title + "\npoint labels: draft acceptance rate; error bars: min..max over repetitions; "
-                 "dashed: no speculation", fontsize=10)
+                 "dashed: no speculation; dotted: --spec-draft-n-max auto", fontsize=10)
     handles = []
     for ei, eng in enumerate(engines):
         col = colors[ei % len(colors)]

@@ -13,7 +13,7 @@ import urllib.error
 import urllib.request
 from typing import Optional
 
-from .stats import Run, tps
+from .stats import Run, draft_cap, is_auto, tps
 
 
 class BenchError(RuntimeError):
@@ -68,10 +68,11 @@ class InProcess:
         self.gen = None
         try:
             self.gen = Generator(self.model, self.n_ctx, 1, n_batch=self.n_batch, n_ubatch=self.n_ubatch,
-                                 n_threads=self.n_threads, spec_type=spec, n_max=max(n_max, 1), n_min=self.n_min,
-                                 p_min=self.p_min, synth_len=synth_len if n_max > 0 else -1.0,
+                                 n_threads=self.n_threads, spec_type=spec, n_max=max(draft_cap(n_max), 1),
+                                 n_min=self.n_min, p_min=self.p_min, synth_len=synth_len if n_max > 0 else -1.0,
                                  synth_rates=list(synth_rates) if n_max > 0 else [], ngram=self.ngram,
-                                 draft_model=self.draft if n_max > 0 else None, draft_threads=self.draft_threads)
+                                 draft_model=self.draft if n_max > 0 else None, draft_threads=self.draft_threads,
+                                 n_max_auto=is_auto(n_max))
         except (ValueError, RuntimeError) as e:
             raise BenchError(f"error: failed to create a context (n_max={n_max}): {e}")
         self.gen_key = key
@@ -95,7 +96,8 @@ class InProcess:
                    gen_tps=tps(st["n_gen"] - 1, st["t_gen_ms"]), prompt_tps=tps(st["n_prompt"], st["t_prompt_ms"]),
                    n_draft=st.get("n_draft", 0), n_draft_accepted=st.get("n_draft_accepted", 0),
                    n_verif_steps=st.get("n_verif_steps", 0) if n_max > 0 else None,
-                   accepted_per_pos=(per_pos[:n_max] if self.spec_type == "draft-mtp" else per_pos) if n_max > 0 else None,
+                   accepted_per_pos=(per_pos[:draft_cap(n_max)] if self.spec_type == "draft-mtp" else per_pos)
+                   if n_max > 0 else None,
                    tokens=toks, drafters=_drafters(st) if n_max > 0 and self.spec_type != "draft-mtp" else None)
 
     def close(self):
@@ -233,7 +235,8 @@ def ngram_argv(argv: list) -> list:
 def spec_flags(spec_type: str, n_max: int, synth_len: float = -1.0, synth_rates=(), ngram=()) -> list:
     if n_max <= 0:
         return []
-    f = ["--spec-type", spec_type, "--spec-draft-n-max", str(n_max)] + list(ngram)
+    from .stats import n_max_flag
+    f = ["--spec-type", spec_type, "--spec-draft-n-max", n_max_flag(n_max)] + list(ngram)
     if synth_len != -1.0:
         f += ["--spec-synth-len", repr(float(synth_len))]
     if synth_rates:

@@ -6,6 +6,26 @@ from dataclasses import asdict, dataclass, field
 from typing import Optional
 
 MAX_N_MAX = 64
+# `auto` / `auto:CAP` settings (the adaptive draft length, --spec-draft-n-max auto) are kept as the int
+# AUTO + CAP, so they sort after every fixed n_max and stay one int like the others (n_max > 0: speculative)
+AUTO = 1000
+AUTO_CAP = 7
+
+
+def is_auto(n: int) -> bool:
+    return n >= AUTO
+
+
+def draft_cap(n: int) -> int:
+    """The longest draft of a setting: n_max, or an auto setting's cap."""
+    return n - AUTO if n >= AUTO else n
+
+
+def n_max_flag(n: int) -> str:
+    """The --spec-draft-n-max value of a setting ("3", "auto", "auto:5")."""
+    if n < AUTO:
+        return str(n)
+    return "auto" if n - AUTO == AUTO_CAP else f"auto:{n - AUTO}"
 
 
 class RangeError(ValueError):
@@ -13,14 +33,24 @@ class RangeError(ValueError):
 
 
 def parse_range(spec: str) -> list:
-    """'1-7' -> [1..7], '1,3,5' -> [1,3,5], '0' -> [] (baseline only), '0,2-3' -> [2,3].
-    The baseline (no speculation) always runs, so 0 never appears in the result."""
+    """'1-7' -> [1..7], '1,3,5' -> [1,3,5], '0' -> [] (baseline only), '0,2-3' -> [2,3], '1-7,auto' -> [1..7, AUTO + 7]
+    ('auto:CAP' for another cap). The baseline (no speculation) always runs, so 0 never appears in the result."""
     s = str(spec).strip()
     if not s:
         raise RangeError("error: empty --spec-draft-n-max range")
     out = []
     for part in s.split(","):
         part = part.strip()
+        if part.lower() == "auto" or part.lower().startswith("auto:"):
+            try:
+                cap = AUTO_CAP if part.lower() == "auto" else int(part[5:])
+            except ValueError:
+                raise RangeError(f"error: bad --spec-draft-n-max value '{part}' (auto:CAP needs an integer CAP)")
+            if cap < 1 or cap > MAX_N_MAX:
+                raise RangeError(f"error: --spec-draft-n-max {part}: the cap must be within [1, {MAX_N_MAX}]")
+            if AUTO + cap not in out:
+                out.append(AUTO + cap)
+            continue
         try:
             if "-" in part[1:]:
                 a, b = part.split("-", 1) if not part.startswith("-") else (None, None)
@@ -33,7 +63,7 @@ def parse_range(spec: str) -> list:
             else:
                 vals = [int(part)]
         except ValueError:
-            raise RangeError(f"error: bad --spec-draft-n-max value '{part}' (expected e.g. 1-7, 1,3,5 or 0)")
+            raise RangeError(f"error: bad --spec-draft-n-max value '{part}' (expected e.g. 1-7, 1,3,5, 0 or auto)")
         for v in vals:
             if v < 0 or v > MAX_N_MAX:
                 raise RangeError(f"error: --spec-draft-n-max value {v} out of range [0, {MAX_N_MAX}]")
@@ -47,7 +77,7 @@ class Run:
     """One measured generation."""
     engine: str
     task: str
-    n_max: int                 # 0 = baseline (no speculation)
+    n_max: int                 # 0 = baseline (no speculation); AUTO + cap = --spec-draft-n-max auto
     rep: int
     n_prompt: int = 0
     t_prompt_ms: float = 0.0
@@ -132,7 +162,7 @@ def aggregate(runs: list, baseline: Optional["Setting"] = None, baseline_output=
             # (draft-mtp, n_min 0), steps = (n_gen - 1) - accepted; else drafts are n_max long (p_min 0)
             est = sum(r.n_gen - 1 - r.n_draft_accepted for r in runs)
             if est <= 0:
-                est = s.n_draft / s.n_max
+                est = s.n_draft / draft_cap(s.n_max)
             s.mean_len = 1.0 + s.n_draft_accepted / est if est > 0 else None
             s.mean_len_estimated = True
         if all(r.accepted_per_pos is not None for r in runs) and all(x is not None for x in steps) and sum(steps) > 0:

@@ -42,7 +42,8 @@ from pathlib import Path
 BENCH_USAGE = """usage: pyllm-bench -m FILE [--spec-type draft-mtp] [--spec-draft-n-max 1-7] [options]
 
 bench options:
-  --spec-draft-n-max RANGE   n_max values: 1-7, 1,3,5 or 0 (baseline only); the baseline always runs (default 1-7)
+  --spec-draft-n-max RANGE   n_max values: 1-7, 1,3,5, 0 (baseline only), auto / auto:CAP (the adaptive draft
+                             length, e.g. 1-7,auto); the baseline always runs (default 1-7)
   --tasks LIST               built-in prompts: code,translate,story,agent,edit or all (default: all, unless prompts
                              given); edit asks to rewrite a file with small changes (the answer repeats the context)
   --edit-file F              the edit task on file F (repeatable; task name edit-<stem>)
@@ -197,7 +198,7 @@ def run_bench(argv: list) -> int:
     from pyllm.bench.runners import (BenchError, HTTPEngine, InProcess, ServerProcess, cmd_flag,
                                      default_engine_name, ngram_argv, spec_flags)
     from pyllm.generation import uses_mtp
-    from pyllm.bench.stats import parse_range, summarize
+    from pyllm.bench.stats import draft_cap, n_max_flag, parse_range, summarize
 
     if any(a in ("-h", "--help", "--usage") for a in argv):
         sys.stdout.write(BENCH_USAGE)
@@ -210,7 +211,7 @@ def run_bench(argv: list) -> int:
     n_values = parse_range(rng if rng is not None else "1-7")
     flags = {a.replace("_", "-") if a.startswith("--") else a for a in rest}
     explicit_spec = "--spec-type" in flags or "LLAMA_ARG_SPEC_TYPE" in env
-    max_n = max(n_values) if n_values else 0
+    max_n = max((draft_cap(n) for n in n_values), default=0)
     try:
         p = parse_args(rest + ["--spec-draft-n-max", str(max_n)], "bench", env=env)
     except ArgError as e:
@@ -255,6 +256,7 @@ def run_bench(argv: list) -> int:
                          "--spec-draft-n-max N (0 = baseline server) or use --server-cmd to sweep")
 
     def synth_for(n: int):
+        n = draft_cap(n)
         sl = p.spec_synth_len
         if sl != -1.0:
             sl = min(sl, n + 1.0)
@@ -353,7 +355,7 @@ def run_bench(argv: list) -> int:
                     inputs = texts
                 for n in ns:
                     sl, sr = synth_for(n)
-                    what = "baseline" if n == 0 else f"n_max={n}"
+                    what = "baseline" if n == 0 else f"n_max={n_max_flag(n)}"
                     if isinstance(eng, InProcess):
                         eng.setup(n, sl, sr)
                     elif isinstance(eng, ServerProcess):

@@ -12,6 +12,7 @@ from fastapi.responses import Response
 from . import metrics as metrics_mod
 from . import slot_files
 from . import slots as slots_mod
+from . import spec_request
 from .prompts import chat_turn, check_ids, tokenize_mixed
 from .schemas import ApiError, defaults_from_cli, invalid, task_params_json
 from .state import BUILD_INFO, JSONResp, body_json, server
@@ -34,9 +35,11 @@ def props_json(st) -> dict:
     m = e.model
     d = defaults_from_cli(params)
     d["n_predict"] = -1
+    d["speculative"] = spec_request.parse({}, params)  # the real settings (llama-server shows "none" here by a bug)
     caps = {k: bool(st.chat.caps.get(k)) for k in _CAPS}  # llama-server's keys
     return {
-        "default_generation_settings": {"params": task_params_json(d, True, "none"), "n_ctx": e.n_ctx_slot},
+        "default_generation_settings": {"params": task_params_json(d, True, params.spec_types_str),
+                                        "n_ctx": e.n_ctx_slot},
         "total_slots": e.n_slots,
         "model_alias": st.model_name,
         "model_ftype": m.ftype,
@@ -46,9 +49,13 @@ def props_json(st) -> dict:
         "endpoint_slots": params.endpoint_slots, "endpoint_props": params.endpoint_props,
         "endpoint_metrics": params.endpoint_metrics,
         "ui": params.webui, "ui_settings": {},
-        # pyllm's addition: the server's speculative settings (fixed at start; the UI's n-max page reads them)
+        # pyllm's addition: the server's speculative settings (the defaults of the per-request speculative.* fields;
+        # the UI's n-max page reads them)
         "speculative": {"type": e.spec, "n_max": params.spec_draft_n_max if e.spec != "none" else 0,
-                        "n_min": params.spec_draft_n_min, "p_min": params.spec_draft_p_min},
+                        "n_min": params.spec_draft_n_min, "p_min": params.spec_draft_p_min,
+                        "n_max_auto": bool(e.spec != "none" and params.spec_draft_n_max_auto),
+                        "draft_head_type": params.spec_draft_head_type or None,
+                        "draft_vocab": params.spec_draft_vocab, "draft_head": e.gen.draft_head_info if e.gen else ""},
         "chat_template": st.chat.template,
         "chat_template_caps": caps,
         "bos_token": m.special_text(m.bos),

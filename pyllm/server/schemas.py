@@ -7,6 +7,7 @@ import random
 import string
 
 from ..args import Params
+from . import spec_request
 
 INT32_MAX = 2147483647
 DRY_BREAKERS = ("\n", ":", "\"", "*")
@@ -155,9 +156,10 @@ FIELD_TABLE = {
     # n_keep / n_discard only steer context shifting, off by default in llama-server; pyllm has none (--context-shift
     # is warned about and ignored), so llama-server would ignore them too
     "n_keep": "same", "n_discard": "same",
-    # `speculative.*` request fields are compiled out of llama-server (it ignores them); the server's -spec flags rule
-    **{f"speculative.{k}": "same" for k in ("n_max", "n_min", "p_min", "type", "ngram_size_n", "ngram_size_m",
-                                             "ngram_min_hits")},
+    # `speculative.*` request fields are compiled out of llama-server; pyllm honours the draft ones (spec_request.py)
+    # and refuses the n-gram ones (it has no n-gram drafter; llama-server's old defaults are accepted)
+    **{f"speculative.{k}": "ok" for k in ("n_max", "n_min", "p_min", "type")},
+    **{f"speculative.{k}": "refuse" for k in ("ngram_size_n", "ngram_size_m", "ngram_min_hits")},
     # where the sampler chain runs (backend graph or CPU): the tokens do not depend on it; pyllm samples on the CPU
     "backend_sampling": "same",
     # single-model mode: llama-server ignores the requested model name (responses carry the server's)
@@ -173,7 +175,9 @@ CHAT_ONLY = ("messages", "tools", "tool_choice", "parallel_tool_calls", "respons
 _REFUSED_DEFAULT = {"dry_multiplier": (0, 0.0),
                     "n_indent": (0,), "n_cache_reuse": (0,), "t_max_predict_ms": (-1, 0), "t_max_prompt_ms": (-1, 0),
                     "lora": ([],), "echo": (False,), "grammar_lazy": (False,), "grammar_triggers": ([],),
-                    "preserved_tokens": ([],), "reasoning_control": (False,)}
+                    "preserved_tokens": ([],), "reasoning_control": (False,),
+                    "speculative.ngram_size_n": (12,), "speculative.ngram_size_m": (48,),
+                    "speculative.ngram_min_hits": (1,)}
 
 
 def check_fields(body: dict, kind: str):
@@ -293,6 +297,7 @@ def parse_common(body: dict, p: Params, n_parallel: int, vocab=None) -> dict:
         if not isinstance(s, list) or not s or not all(isinstance(x, str) for x in s):
             raise invalid("Error: dry_sequence_breakers must be a non-empty array of strings")
         out["dry_sequence_breakers"] = list(s)
+    out["speculative"] = spec_request.parse(body, p)
     return out
 
 
@@ -339,6 +344,7 @@ def core_params(req: dict) -> dict:
     if req["seed"] == UINT32_MAX:
         d["seed"] = random.getrandbits(32)
     d["logit_bias"] = [(t, b if b is not None else float("-inf")) for t, b in req.get("logit_bias", [])]
+    d.update(req.get("speculative", {}).get("given", {}))  # per-request speculative.* (sampling.spec_request)
     return d
 
 
@@ -360,6 +366,7 @@ def task_params_json(req: dict, only_metrics=True, spec_types="none", eog_ids=()
         "n_probs": req["n_probs"], "min_keep": req["min_keep"], "chat_format": "Content-only",
         "reasoning_format": "none", "reasoning_in_content": False, "generation_prompt": "",
         "samplers": req["samplers"], "speculative.types": spec_types,
+        **(req["speculative"]["shown"] if "speculative" in req else {}),
         "timings_per_token": req["timings_per_token"], "post_sampling_probs": req["post_sampling_probs"],
         "backend_sampling": req["backend_sampling"], "lora": [],
     }

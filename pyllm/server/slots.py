@@ -7,7 +7,7 @@ def slots_json(engine, spec_types: str) -> list:
     for d in out:
         if "params" in d and isinstance(d["params"], dict):
             d["params"] = dict(d["params"])
-            d["params"]["speculative.types"] = spec_types
+            d["params"].setdefault("speculative.types", spec_types)  # a request's own settings are already there
     return out
 
 

@@ -1,0 +1,116 @@
+#include "speculative/adaptive.h"
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+#include <string>
+
+namespace pyllm {
+
+namespace {
+constexpr double kPrior = 0.6;      // conditional acceptance assumed before anything is measured
+constexpr double kSeqAlpha = 0.15;  // weight of a sequence's newest outcome
+constexpr double kGlobalAlpha = 0.05;
+constexpr double kDecay = 0.95;     // per step, for the cost fit (about the last 20 steps)
+constexpr double kDraftAlpha = 0.1;
+
+double forward_ms(const Model& model, ThreadPool& tp, Memory& mem, int n) {
+  std::vector<int32_t> tok(n, 0), pos(n), seq(n, 0), rows(n);
+  for (int i = 0; i < n; i++) pos[i] = rows[i] = i;
+  std::vector<float> logits((size_t)n * model.n_vocab), hidden((size_t)n * model.n_embd);
+  ForwardIn in;
+  in.n = n; in.tokens = tok.data(); in.pos = pos.data(); in.seq = seq.data();
+  in.out_rows = rows.data(); in.n_out = n; in.logits = logits.data(); in.hidden = hidden.data();
+  in.snapshot = true;
+  mem.seq_rm(0, 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  model.forward(tp, mem, in);
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+DraftCosts measure_verify_ms(const Model& model, ThreadPool& tp, int n_rows, int reps) {
+  auto mem = model.create_memory(1, std::max(16, 2 * n_rows), n_rows);
+  double t1 = 1e30, tn = 1e30;
+  forward_ms(model, tp, *mem, n_rows);  // warm-up: first-touch of the scratch buffers and the weights
+  for (int r = 0; r < reps; r++) {
+    t1 = std::min(t1, forward_ms(model, tp, *mem, 1));
+    if (n_rows > 1) tn = std::min(tn, forward_ms(model, tp, *mem, n_rows));
+  }
+  DraftCosts c;
+  c.verify_row_ms = n_rows > 1 ? std::max(0.0, (tn - t1) / (n_rows - 1)) : 0.0;
+  c.verify_base_ms = std::max(0.0, t1 - c.verify_row_ms);
+  return c;
+}
+
+AdaptiveDraftLength::AdaptiveDraftLength(int n_seq, int cap, const DraftCosts& start)
+    : cap_(cap), costs_(start), rate_(n_seq, std::vector<double>(cap, kPrior)), global_(cap, kPrior), steps_(n_seq, 0) {
+  // the start-up measurement as two weighted observations (rows 1 and cap+1) the running fit starts from
+  for (int rows : {1, cap + 1}) {
+    const double y = start.verify_base_ms + start.verify_row_ms * rows, w = 2.0;
+    s0_ += w; sx_ += w * rows; sy_ += w * y; sxx_ += w * rows * rows; sxy_ += w * rows * y;
+  }
+}
+
+void AdaptiveDraftLength::check(int seq) const {
+  if (seq < 0 || seq >= (int)rate_.size())
+    throw std::out_of_range("adaptive draft length: sequence " + std::to_string(seq) + " out of range");
+}
+
+void AdaptiveDraftLength::begin(int seq) {
+  check(seq);
+  rate_[seq] = global_;
+  steps_[seq] = 0;
+}
+
+double AdaptiveDraftLength::expected_rate(int seq, int k, int n) const {
+  double e = 1.0, p = 1.0;
+  for (int i = 0; i < k; i++) { p *= rate_[seq][i]; e += p; }
+  const double t = costs_.verify_base_ms / n + costs_.verify_row_ms * (k + 1) + costs_.draft_ms * k / n;
+  return e / std::max(t, 1e-6);
+}
+
+int AdaptiveDraftLength::choose(int seq, int n_generating) {
+  check(seq);
+  const int n = std::max(1, n_generating);
+  int best = 0;
+  double best_rate = expected_rate(seq, 0, n);
+  for (int k = 1; k <= cap_; k++) {
+    const double r = expected_rate(seq, k, n);
+    if (r > best_rate) { best = k; best_rate = r; }
+  }
+  // while plain decoding wins, probe 4x less often: each probe costs a draft and the deferred catch-up
+  if (++steps_[seq] % (best > 0 ? kProbe : 4 * kProbe) == 0) {
+    // a probe: one longer keeps the next position's rate measured; every other probe goes one shorter
+    // (or at the cap) so the cost fit sees row counts on both sides of the working point
+    const bool down = best == cap_ || ((steps_[seq] / kProbe) % 2 == 0 && best > 0);
+    best += down ? -1 : 1;
+  }
+  return best;
+}
+
+void AdaptiveDraftLength::observe_accept(int seq, int n_drafted, int n_accepted) {
+  check(seq);
+  // positions 1..a were accepted; a+1 (if drafted) was the first rejection; later ones were not tried
+  for (int i = 0; i < n_drafted && i <= n_accepted && i < cap_; i++) {
+    const double x = i < n_accepted ? 1.0 : 0.0;
+    rate_[seq][i] += kSeqAlpha * (x - rate_[seq][i]);
+    global_[i] += kGlobalAlpha * (x - global_[i]);
+  }
+}
+
+void AdaptiveDraftLength::observe_step(int rows, double ms) {
+  s0_ *= kDecay; sx_ *= kDecay; sy_ *= kDecay; sxx_ *= kDecay; sxy_ *= kDecay;
+  s0_ += 1; sx_ += rows; sy_ += ms; sxx_ += (double)rows * rows; sxy_ += rows * ms;
+  const double var = s0_ * sxx_ - sx_ * sx_;
+  // too little spread in the row counts seen lately: keep the slope, refit the base only
+  if (var > 1e-3 * s0_ * s0_) costs_.verify_row_ms = std::max(0.0, (s0_ * sxy_ - sx_ * sy_) / var);
+  costs_.verify_base_ms = std::max(0.0, (sy_ - costs_.verify_row_ms * sx_) / s0_);
+}
+
+void AdaptiveDraftLength::observe_draft(int forwards, double ms) {
+  if (forwards <= 0) return;
+  costs_.draft_ms += kDraftAlpha * (ms / forwards - costs_.draft_ms);
+}
+
+}  // namespace pyllm

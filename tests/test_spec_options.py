@@ -1,0 +1,258 @@
+"""Issue 10's speculative options in the core, each lossless (draft-mtp output == plain output, greedy and at a fixed
+seed, n_max 1..7): per-request speculative.n_max / n_min / p_min (SeqParams.spec_*), the cheap draft head
+(--spec-draft-head-type: a lower-bit copy of the MTP head; --spec-draft-vocab: the N lowest ids + the EOG ids) and
+the adaptive draft length (--spec-draft-n-max auto). Bad settings raise naming the setting."""
+import pytest
+
+from helpers_core import generate, get_model, greedy_params, load_fixture, new_context, run_seqs
+
+from pyllm import _core
+
+N_MAX = list(range(1, 8))
+SAMPLED = {"temperature": 0.8, "seed": 1234, "ignore_eos": True}
+HEADS = [{"draft_head_type": "q4_0"}, {"draft_head_type": "iq4_xs"}, {"draft_vocab": 2048},
+         {"draft_vocab": 1024, "draft_head_type": "q4_0"}]
+HEAD_IDS = ["q4_0", "iq4_xs", "vocab2048", "vocab1024+q4_0"]
+
+
+@pytest.fixture(scope="module")
+def q8():
+    return get_model("qwen35-Q8_0", load_mtp=True)
+
+
+@pytest.fixture(scope="module")
+def f16():
+    return get_model("qwen35-F16", load_mtp=True)
+
+
+@pytest.fixture(scope="module")
+def prompts(q8):
+    return [q8.tokenize(c["prompt"], True, True) for c in load_fixture("qwen35-tiny-mtp-Q8_0.llamacpp.json")["complete"]]
+
+
+_plain = {}
+
+
+def plain(m, i, ids, prm):
+    k = (id(m), i, tuple(sorted(prm.items())))
+    if k not in _plain:
+        _plain[k] = generate(m, ids, prm)["tokens"]
+    return _plain[k]
+
+
+def spec_run(m, ids, prm, n_ctx=512, **kw):
+    c = new_context(m, n_ctx, spec_type="draft-mtp", **kw)
+    return run_seqs(c, m, {0: (ids, prm)})[0], c
+
+
+# ------------------------------------------------------------------------------------------- per-request settings
+
+@pytest.mark.parametrize("n_max", [0] + N_MAX)
+def test_request_n_max_equals_plain(q8, prompts, n_max):
+    """A context drafting up to 7; each request brings its own speculative.n_max (0 = off), greedy and seeded."""
+    for i, ids in enumerate(prompts[:2]):
+        for prm in (greedy_params(32), dict(SAMPLED, n_predict=24)):
+            r, _ = spec_run(q8, ids, dict(prm, **{"speculative.n_max": n_max}), n_max=7)
+            assert r["tokens"] == plain(q8, i, ids, prm), (i, n_max, prm)
+            st = r["stats"]
+            assert st["n_draft"] <= n_max * max(1, st["n_verif_steps"])
+            assert (st["n_draft"] == 0) == (n_max == 0)
+
+
+def test_request_type_none_and_limits(q8, prompts):
+    ids = prompts[0]
+    ref = plain(q8, 0, ids, greedy_params(32))
+    r, _ = spec_run(q8, ids, dict(greedy_params(32), **{"speculative.type": "none"}), n_max=3)
+    assert r["tokens"] == ref and r["stats"]["n_draft"] == 0
+    # p_min 0.99 drafts less than the context's p_min 0; n_min above n_max is clamped to n_max (as llama.cpp did)
+    lo, _ = spec_run(q8, ids, greedy_params(32), n_max=5)
+    hi, _ = spec_run(q8, ids, dict(greedy_params(32), **{"speculative.p_min": 0.99}), n_max=5)
+    assert lo["tokens"] == hi["tokens"] == ref and hi["stats"]["n_draft"] < lo["stats"]["n_draft"]
+    nm, _ = spec_run(q8, ids, dict(greedy_params(32), **{"speculative.n_min": 9, "speculative.n_max": 2}), n_max=5)
+    assert nm["tokens"] == ref and nm["stats"]["n_draft"] > 0
+    # a request's settings do not leak into the next request on the same sequence
+    c = new_context(q8, 512, spec_type="draft-mtp", n_max=3)
+    run_seqs(c, q8, {0: (ids, dict(greedy_params(16), **{"speculative.n_max": 0}))})
+    again = run_seqs(c, q8, {0: (prompts[1], greedy_params(16))})[0]
+    assert again["stats"]["n_draft"] > 0
+
+
+def test_sequences_with_different_settings_together(q8, prompts):
+    """Three sequences in one context with n_max 0, 2 and 7: one verification batch of mixed lengths."""
+    c = new_context(q8, 3 * 512, n_seq=3, spec_type="draft-mtp", n_max=7)
+    jobs = {i: (prompts[i], dict(greedy_params(24), **{"speculative.n_max": n})) for i, n in enumerate((0, 2, 7))}
+    out = run_seqs(c, q8, jobs)
+    for i in range(3):
+        assert out[i]["tokens"] == plain(q8, i, prompts[i], greedy_params(24))
+    assert out[0]["stats"]["n_draft"] == 0 and out[1]["stats"]["n_draft"] <= 2 * out[1]["stats"]["n_verif_steps"]
+
+
+@pytest.mark.parametrize("prm,ctx_kw,msg", [
+    ({"speculative.n_max": 4}, {"spec_type": "draft-mtp", "n_max": 3}, "speculative.n_max 4 exceeds the server's longest draft 3"),
+    ({"speculative.n_max": 1}, {}, "speculative.n_max: speculative decoding is off"),
+    ({"speculative.n_max": -1}, {}, "'speculative.n_max' must be an integer >= 0"),
+    ({"speculative.n_max": 1.5}, {}, "'speculative.n_max' must be an integer >= 0"),
+    ({"speculative.p_min": 2}, {}, "'speculative.p_min' must be a number within"),
+    ({"speculative.type": 3}, {}, "'speculative.type' must be a string"),
+])
+def test_request_settings_errors(q8, prompts, prm, ctx_kw, msg):
+    c = new_context(q8, 512, **ctx_kw)
+    with pytest.raises(ValueError, match=msg):
+        run_seqs(c, q8, {0: (prompts[0], dict(greedy_params(4), **prm))})
+    r = run_seqs(c, q8, {0: (prompts[0], greedy_params(4))})[0]  # the context is still usable
+    assert len(r["tokens"]) == 4
+
+
+def test_request_n_max_zero_on_plain_context(q8, prompts):
+    c = new_context(q8, 512)
+    r = run_seqs(c, q8, {0: (prompts[0], dict(greedy_params(8), **{"speculative.n_max": 0, "speculative.type": "none"}))})[0]
+    assert r["tokens"] == plain(q8, 0, prompts[0], greedy_params(8))[:8] or len(r["tokens"]) == 8
+
+
+# ------------------------------------------------------------------------------------------- cheap draft head
+
+@pytest.mark.parametrize("kw", HEADS, ids=HEAD_IDS)
+@pytest.mark.parametrize("n_max", N_MAX)
+def test_draft_head_equals_plain(q8, f16, prompts, kw, n_max):
+    for m in (q8, f16):
+        for prm in (greedy_params(32), dict(SAMPLED, n_predict=24)):
+            r, c = spec_run(m, prompts[1], prm, n_max=n_max, **kw)
+            assert r["tokens"] == plain(m, 1, prompts[1], prm), (kw, n_max, prm)
+            assert r["stats"]["n_draft"] > 0
+            assert c.draft_head_info.startswith("draft head: ")
+
+
+def test_draft_head_rows_memory_and_info(q8):
+    V = q8.n_vocab
+    c = new_context(q8, 256, spec_type="draft-mtp", n_max=3, draft_head_type="q4_0")
+    assert c.draft_head_bytes == V * (q8.n_embd // 32) * 18  # q4_0: 18 bytes per 32 values
+    assert "q4_0 rows of 'output.weight' (q8_0)" in c.draft_head_info and "MiB extra memory" in c.draft_head_info
+    # the reduced vocabulary is a view of the mmap (no copy) plus the EOG rows beyond it
+    c = new_context(q8, 256, spec_type="draft-mtp", n_max=3, draft_vocab=1000)
+    n_eog = len([t for t in set(q8.eog_ids) if t >= 1000])
+    assert f"{1000 + n_eog} of {V} ids (1000 lowest + {n_eog} end-of-generation)" in c.draft_head_info
+    assert c.draft_head_bytes == n_eog * (q8.n_embd // 32) * 34
+    # the options off: the model's own head, nothing extra
+    c = new_context(q8, 256, spec_type="draft-mtp", n_max=3)
+    assert c.draft_head_info == "" and c.draft_head_bytes == 0
+
+
+def test_draft_head_keeps_acceptance(f16, q8, prompts):
+    """The lower-bit copy stays within 2 points of the full head's acceptance on the trained model (n_max 3)."""
+    def rate(m, **kw):
+        nd = na = 0
+        for ids in prompts:
+            r, _ = spec_run(m, ids, greedy_params(64), n_ctx=1024, n_max=3, **kw)
+            nd += r["stats"]["n_draft"]; na += r["stats"]["n_draft_accepted"]
+        return na / nd
+    for m in (f16, q8):
+        full = rate(m)
+        assert rate(m, draft_head_type="q4_0") >= full - 0.02
+        assert rate(m, draft_head_type="q8_0") >= full - 0.02
+
+
+@pytest.mark.parametrize("kw,msg", [
+    ({"draft_head_type": "q9_9"}, "--spec-draft-head-type: unknown type 'q9_9'"),
+    ({"draft_head_type": "q4_K"}, "n_embd 256 is not a multiple|"),
+    ({"draft_vocab": -3}, "--spec-draft-vocab must be >= 0"),
+])
+def test_draft_head_errors(q8, kw, msg):
+    if kw.get("draft_head_type") == "q4_K":  # n_embd 256 is one super-block: q4_K works here
+        c = new_context(q8, 256, spec_type="draft-mtp", n_max=2, **kw)
+        assert "q4_K rows" in c.draft_head_info
+        return
+    with pytest.raises(ValueError, match=msg):
+        new_context(q8, 256, spec_type="draft-mtp", n_max=2, **kw)
+    with pytest.raises(ValueError, match=msg):
+        _core.check_spec_params("draft-mtp", 2, **kw)
+
+
+# ------------------------------------------------------------------------------------------- adaptive draft length
+
+@pytest.mark.parametrize("cap", [1, 3, 7])
+def test_auto_equals_plain(q8, prompts, cap):
+    for i, ids in enumerate(prompts):
+        for prm in (greedy_params(32), dict(SAMPLED, n_predict=24)):
+            r, c = spec_run(q8, ids, prm, n_max=cap, n_max_auto=True)
+            assert r["tokens"] == plain(q8, i, ids, prm)
+            assert r["stats"]["n_draft"] <= cap * r["stats"]["n_verif_steps"]
+    k = c.draft_costs
+    assert k["verify_base_ms"] > 0 and k["draft_ms"] > 0 and k["verify_row_ms"] >= 0
+
+
+def test_auto_with_head_options_and_request_override(q8, prompts):
+    ids = prompts[2]
+    r, _ = spec_run(q8, ids, greedy_params(32), n_max=5, n_max_auto=True, draft_head_type="q4_0", draft_vocab=2048)
+    assert r["tokens"] == plain(q8, 2, ids, greedy_params(32))
+    # a request's speculative.n_max fixes the length: n_max 1 drafts exactly one token per step
+    r, _ = spec_run(q8, ids, dict(greedy_params(32), **{"speculative.n_max": 1}), n_max=5, n_max_auto=True)
+    assert r["tokens"] == plain(q8, 2, ids, greedy_params(32))
+    assert r["stats"]["n_draft"] == r["stats"]["n_verif_steps"]
+
+
+def test_auto_stops_drafting_when_nothing_is_accepted(q8, prompts):
+    """Synthetic acceptance 0 (benchmark mode): the adaptive length learns that drafts never survive and drafts only
+    on its probe steps (one token every 4 kProbe steps once at k = 0), i.e. plain decoding."""
+    r, _ = spec_run(q8, prompts[0], greedy_params(96), n_max=3, n_max_auto=True, synth_rates=[0.0, 0.0, 0.0])
+    st = r["stats"]
+    assert st["n_draft_accepted"] == 0 and st["n_draft"] <= 96 // 8 + 6, st
+
+
+def test_auto_policy_choices():
+    """The policy alone (csrc/speculative/adaptive.h): with a costly base forward and cheap rows it drafts long when
+    drafts survive, nothing when they do not (but for its probe steps), and nothing when rows cost as much as a
+    whole forward (a compute-bound target: on the tiny test models an extra verification row costs nearly a whole 1-row forward,
+    so there auto rightly stays near 0)."""
+    a = _core.AdaptiveDraftLength(1, 7, verify_base_ms=10.0, verify_row_ms=0.5, draft_ms=1.0)
+    P = a.probe_every
+    for _ in range(40):
+        a.observe_accept(0, a.choose(0), 7)  # everything accepted
+    ks = [a.choose(0) for _ in range(2 * P)]
+    assert ks.count(7) == 2 * P - 2 and ks.count(6) == 2  # at the cap the probes go one shorter
+    assert all(r > 0.9 for r in a.rates(0))
+    b = _core.AdaptiveDraftLength(1, 7, 10.0, 0.5, 1.0)
+    ks = []
+    for _ in range(200):
+        k = b.choose(0)
+        ks.append(k)
+        b.observe_accept(0, k, 0)  # nothing accepted
+    assert ks[-8 * P:].count(0) == 8 * P - 2 and max(ks[-8 * P:]) == 1  # at k = 0: one 1-token probe every 4 P steps
+    c = _core.AdaptiveDraftLength(1, 7, 0.1, 5.0, 1.0)  # a row costs 50x the base: plain decoding pays most
+    assert [c.choose(0) for _ in range(P - 1)] == [0] * (P - 1)
+    # several sequences share the per-forward costs: the same rates pay for longer drafts at n = 4
+    d = _core.AdaptiveDraftLength(4, 7, 2.0, 1.0, 3.0)
+    assert d.choose(0, 1) <= d.choose(1, 4)
+    # the running cost fit follows what the steps measure (rows -> ms)
+    e = _core.AdaptiveDraftLength(1, 3, 1.0, 1.0, 1.0)
+    for i in range(60):
+        e.observe_step(1 + i % 4, 4.0 + 2.0 * (1 + i % 4))
+        e.observe_draft(2, 6.0)
+    k = e.costs
+    assert abs(k["verify_base_ms"] - 4.0) < 0.3 and abs(k["verify_row_ms"] - 2.0) < 0.2 and abs(k["draft_ms"] - 3.0) < 0.1
+    with pytest.raises(IndexError):
+        e.choose(5)
+
+
+def test_auto_needs_a_cap(q8):
+    with pytest.raises(ValueError, match="--spec-draft-n-max auto needs a cap >= 1"):
+        _core.check_spec_params("draft-mtp", 0, n_max_auto=True)
+
+
+def test_auto_deferred_catch_up_with_prefix_reuse(q8, prompts):
+    """auto sequences defer their MTP catch-up to their next draft: reusing a cached prefix, cutting it, switching
+    the same sequence to a fixed n_max (whose catch-up runs at once, after the backlog) all stay lossless."""
+    c = new_context(q8, 1024, spec_type="draft-mtp", n_max=3, n_max_auto=True)
+    a = run_seqs(c, q8, {0: (prompts[0], greedy_params(24))})[0]
+    assert a["tokens"] == plain(q8, 0, prompts[0], greedy_params(24))
+    longer = prompts[0] + a["tokens"]
+    for prm in (greedy_params(16), dict(greedy_params(16), **{"speculative.n_max": 2}), greedy_params(16)):
+        r = run_seqs(c, q8, {0: (longer, prm)})[0]
+        assert r["stats"]["n_cached"] == len(longer) - 1
+        assert r["tokens"] == generate(q8, longer, greedy_params(16))["tokens"]
+        longer = longer + r["tokens"]
+    short = prompts[0][:3] + prompts[1]  # a cut inside what the sequence holds
+    r = run_seqs(c, q8, {0: (short, greedy_params(16))})[0]
+    assert r["tokens"] == generate(q8, short, greedy_params(16))["tokens"]
+    # every MTP row is still computed at most once: no more rows than positions the target kept plus drafted
+    g = c.global_stats()
+    assert g["n_mtp_rows"] <= g["n_prompt_tokens"] + g["n_gen_tokens"] + g["n_draft"]
