@@ -213,12 +213,15 @@ def _drafters(st: dict) -> dict:
     return {d["type"]: [int(d["n_draft"]), int(d["n_draft_accepted"])] for d in st.get("drafters") or []}
 
 
-# the bench's flags that configure the ngram drafters: passed on to the server commands as given
-NGRAM_FLAGS_WITH_VALUE = ("-lcs", "--lookup-cache-static", "-lcd", "--lookup-cache-dynamic")
+# the bench's flags that configure the drafters (ngram tables, the draft model of draft-simple): passed on to the
+# server commands as given, for the speculative settings only (the baseline runs without a draft model)
+NGRAM_FLAGS_WITH_VALUE = ("-lcs", "--lookup-cache-static", "-lcd", "--lookup-cache-dynamic",
+                          "-md", "--spec-draft-model", "--model-draft", "-td", "--threads-draft", "--spec-draft-threads")
 
 
 def ngram_argv(argv: list) -> list:
-    """The --spec-ngram-* / -lcs / -lcd (with their values) and --spec-default flags of a bench command line."""
+    """The --spec-ngram-* / -lcs / -lcd / -md / -td (with their values) and --spec-default flags of a bench command
+    line."""
     out, i = [], 0
     while i < len(argv):
         a = argv[i]
