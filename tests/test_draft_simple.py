@@ -9,9 +9,10 @@ from helpers_core import generate, get_model, greedy_params, new_context, run_se
 from server_util import Server
 
 from pyllm import _core
+from conftest import SHARED_MODELS
 
-F16 = "/work/shared/models/qwen35-tiny-mtp-F16.gguf"
-Q4 = "/work/shared/models/qwen35-tiny-mtp-Q4_K_M.gguf"
+F16 = str(SHARED_MODELS / "qwen35-tiny-mtp-F16.gguf")
+Q4 = str(SHARED_MODELS / "qwen35-tiny-mtp-Q4_K_M.gguf")
 SAMPLED = {"temperature": 0.8, "seed": 99, "ignore_eos": True}
 PROMPTS = ["def fibonacci(n):\n", "The capital of France is", "import numpy as np\n\nclass Matrix:\n"]
 

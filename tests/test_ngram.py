@@ -14,11 +14,12 @@ from server_util import Server
 
 from pyllm import _core
 from pyllm.bench.prompts import TASKS, edit_prompt
+from conftest import SHARED_MODELS
 
 NGRAM = ["ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache"]
 TYPES = NGRAM + ["draft-mtp,ngram-mod", "ngram-simple,ngram-map-k4v,ngram-cache,draft-mtp"]
 SAMPLED = {"temperature": 0.8, "seed": 1234, "ignore_eos": True}
-TINY = "/work/shared/models/qwen35-tiny-mtp-Q8_0.gguf"
+TINY = str(SHARED_MODELS / "qwen35-tiny-mtp-Q8_0.gguf")
 
 CODE = '''def load_orders(path):
     with open(path) as f:

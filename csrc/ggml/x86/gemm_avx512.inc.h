@@ -117,10 +117,7 @@ static void gemm_pack_q8_1(const void* acts, size_t row_bytes, int n, int64_t K,
   }
 }
 
-struct T_q4_1 {
-  typedef block_q4_1 B;
-  static inline __m256i load(const B& b) { return unpack_nibbles16(b.qs); }
-};
+typedef W_q4_1 T_q4_1;  // the nibbles as they are
 struct T_q5_1 {
   typedef block_q5_1 B;
   static inline __m256i load(const B& b) {
