@@ -8,4 +8,7 @@ if [ ! -f "$BUILD/CMakeCache.txt" ]; then
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$(command -v python3)" >/dev/null
 fi
 cmake --build "$BUILD" -j"${JOBS:-2}"
-cp -f "$BUILD"/_core*.so pyllm/
+# copy then rename: a process that has the old module mapped keeps its file (cp over it would crash it)
+for so in "$BUILD"/_core*.so; do
+  cp -f "$so" "pyllm/.$(basename "$so").tmp" && mv -f "pyllm/.$(basename "$so").tmp" "pyllm/$(basename "$so")"
+done
