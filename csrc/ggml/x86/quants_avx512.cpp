@@ -151,44 +151,19 @@ static inline __m128i q45_mins(const Q45Block& b, const block_q8_K* y) {
   return _mm_madd_epi16(b.mins16, _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1)));
 }
 static inline __m256i fold512(__m512i v) { return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)); }
-static inline int hsum4i(__m128i v) {
-  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 0, 3, 2)));
-  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 3, 0, 1)));
-  return _mm_cvtsi128_si32(v);
-}
 
 template <bool Q5, int NR>
 static void dot_q45_K_512(int n, float* s, const void* vx, const void* vy, size_t by) {
-  __m256 acc[NR];
-  __m128 accm[NR];
-  float summs[NR];
-  for (int r = 0; r < NR; r++) { acc[r] = _mm256_setzero_ps(); accm[r] = _mm_setzero_ps(); summs[r] = 0.f; }
+  Q45Acc<Q5> a[NR];  // the 256-bit kernel's float side on the same integers
   Q45Block b;
   for (int i = 0; i < n / QK_K; i++) {
     load_q45_block<Q5>(vx, i, b);
     for (int r = 0; r < NR; r++) {
       const block_q8_K* y = (const block_q8_K*)row(vy, by, r) + i;
-      const __m256i isum = fold512(q45_isum(b, y));
-      const __m128i prod = q45_mins(b, y);
-      const float dm = -y->d * b.dmin;
-      if (Q5) {
-        const __m128 t = _mm_fmadd_ss(_mm_set_ss(dm), _mm_cvtsi32_ss(_mm_setzero_ps(), hsum4i(prod)), _mm_set_ss(summs[r]));
-        summs[r] = _mm_cvtss_f32(t);
-      } else {
-        accm[r] = _mm_fmadd_ps(_mm_set1_ps(dm), _mm_cvtepi32_ps(prod), accm[r]);
-      }
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y->d * b.d), _mm256_cvtepi32_ps(isum), acc[r]);
+      a[r].add(fold512(q45_isum(b, y)), q45_mins(b, y), y->d, b.d, b.dmin);
     }
   }
-  for (int r = 0; r < NR; r++) {
-    if (Q5) {
-      s[r] = hsum8(acc[r]) + summs[r];
-    } else {
-      __m128 m = _mm_add_ps(accm[r], _mm_movehl_ps(accm[r], accm[r]));
-      m = _mm_add_ss(m, _mm_movehdup_ps(m));
-      s[r] = hsum8(acc[r]) + _mm_cvtss_f32(m);
-    }
-  }
+  for (int r = 0; r < NR; r++) s[r] = a[r].total();
 }
 
 // the repacked-Q4_K arithmetic (see dot_q4_K_rp): one int32 per super-block for sums and mins

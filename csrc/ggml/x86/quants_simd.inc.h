@@ -151,12 +151,35 @@ static void dot_unsigned_q8_1(int n, float* s, const void* vx, const void* vy, s
 // scales: 8 int32 lanes, acc = fma(y.d*d, sumi, acc); mins: 4 int32 lanes
 // (mn[2k]*(bs[4k]+bs[4k+1]) + mn[2k+1]*(bs[4k+2]+bs[4k+3])) with dmin' = -y.d*dmin, accumulated
 // as a 4-lane vector for Q4_K and as a scalar fma of their integer sum for Q5_K.
+static inline int hsum4i(__m128i v) {
+  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 0, 3, 2)));
+  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(v);
+}
+// One row's float side (also the AVX-512 kernels', whose integers equal these): add() per super-block
+// with its 8 scale lanes and 4 min lanes, total() at the end.
+template <bool Q5>
+struct Q45Acc {
+  __m256 acc = _mm256_setzero_ps();
+  __m128 accm = _mm_setzero_ps();
+  float summs = 0.f;
+  inline void add(__m256i isum, __m128i prod, float yd, float d, float dmin) {
+    const float dm = -yd * dmin;
+    if (Q5) summs = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(dm), _mm_cvtsi32_ss(_mm_setzero_ps(), hsum4i(prod)), _mm_set_ss(summs)));
+    else accm = _mm_fmadd_ps(_mm_set1_ps(dm), _mm_cvtepi32_ps(prod), accm);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(yd * d), _mm256_cvtepi32_ps(isum), acc);
+  }
+  inline float total() const {
+    if (Q5) return hsum8(acc) + summs;
+    __m128 m = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
+    m = _mm_add_ss(m, _mm_movehdup_ps(m));
+    return hsum8(acc) + _mm_cvtss_f32(m);
+  }
+};
+
 template <bool Q5, int NR>
 static void dot_q45_K(int n, float* s, const void* vx, const void* vy, size_t by) {
-  __m256 acc[NR];
-  __m128 accm[NR];
-  float summs[NR];
-  for (int r = 0; r < NR; r++) { acc[r] = _mm256_setzero_ps(); accm[r] = _mm_setzero_ps(); summs[r] = 0.f; }
+  Q45Acc<Q5> a[NR];
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   for (int i = 0; i < n / QK_K; i++) {
     const uint8_t* scales; const uint8_t* qs; const uint8_t* qhp = nullptr; half hd, hdmin;
@@ -196,28 +219,10 @@ static void dot_q45_K(int n, float* s, const void* vx, const void* vy, size_t by
         isum = madd16_acc(isum, _mm256_maddubs_epi16(wq[j], _mm256_loadu_si256((const __m256i*)(y->qs + 32 * j))), scv[j]);
       const __m256i bs = _mm256_loadu_si256((const __m256i*)y->bsums);
       const __m128i q8s = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-      const __m128i prod = _mm_madd_epi16(mins16, q8s);
-      const float dm = -y->d * dmin;
-      if (Q5) {
-        __m128i h = _mm_add_epi32(prod, _mm_shuffle_epi32(prod, _MM_SHUFFLE(1, 0, 3, 2)));
-        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(2, 3, 0, 1)));
-        const __m128 t = _mm_fmadd_ss(_mm_set_ss(dm), _mm_cvtsi32_ss(_mm_setzero_ps(), _mm_cvtsi128_si32(h)), _mm_set_ss(summs[r]));
-        summs[r] = _mm_cvtss_f32(t);
-      } else {
-        accm[r] = _mm_fmadd_ps(_mm_set1_ps(dm), _mm_cvtepi32_ps(prod), accm[r]);
-      }
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y->d * d), _mm256_cvtepi32_ps(isum), acc[r]);
+      a[r].add(isum, _mm_madd_epi16(mins16, q8s), y->d, d, dmin);
     }
   }
-  for (int r = 0; r < NR; r++) {
-    if (Q5) {
-      s[r] = hsum8(acc[r]) + summs[r];
-    } else {
-      __m128 m = _mm_add_ps(accm[r], _mm_movehl_ps(accm[r], accm[r]));
-      m = _mm_add_ss(m, _mm_movehdup_ps(m));
-      s[r] = hsum8(acc[r]) + _mm_cvtss_f32(m);
-    }
-  }
+  for (int r = 0; r < NR; r++) s[r] = a[r].total();
 }
 
 // Q4_K as llama.cpp computes it when the weight is repacked (CPU_REPACK, block_q4_Kx8 with
