@@ -104,6 +104,16 @@ class Server:
         self.stop()
 
 
+# the Qwen3.5 chat template the agent tests (tools, reasoning, /v1/responses, request fields) run with
+QWEN35_TEMPLATE = Path(__file__).parent / "data" / "templates" / "qwen3.5.jinja"
+
+
+def agent_server() -> Server:
+    """The server those tests share: 2 slots, the Qwen3.5 template through jinja, deepseek reasoning format."""
+    return Server("-c", "4096", "-np", "2", "--jinja", "--chat-template-file", str(QWEN35_TEMPLATE),
+                  "--reasoning-format", "deepseek")
+
+
 def sse_events(resp):
     """Parse an SSE httpx streaming response into a list of JSON objects (and "[DONE]")."""
     import json

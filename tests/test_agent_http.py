@@ -4,7 +4,6 @@ reasoning_content, structured output (grammar, json_schema, response_format) on 
 Messages API through the official client, and the same through Llama.create_chat_completion. The tiny model's
 text is noise, so every assertion is about what the constraint or the parser guarantees."""
 import json
-from pathlib import Path
 
 import anthropic
 import httpx
@@ -12,9 +11,8 @@ import jsonschema
 import openai
 import pytest
 
-from server_util import Server, default_model_path, sse_events
+from server_util import QWEN35_TEMPLATE, agent_server, default_model_path, sse_events
 
-TEMPLATE = Path(__file__).parent / "data" / "templates" / "qwen3.5.jinja"
 NO_THINK = {"chat_template_kwargs": {"enable_thinking": False}}
 TOOLS = [
     {"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",
@@ -38,8 +36,7 @@ GREEDY = {"temperature": 0.0, "seed": 1}
 
 @pytest.fixture(scope="module")
 def srv():
-    s = Server("-c", "4096", "-np", "2", "--jinja", "--chat-template-file", str(TEMPLATE),
-               "--reasoning-format", "deepseek")
+    s = agent_server()
     yield s
     s.stop()
 
@@ -207,7 +204,7 @@ def test_llama_create_chat_completion():
     from pyllm import Llama
     llm = Llama(default_model_path(), n_ctx=2048, verbose=False, chat_format=None)
     # the Qwen3.5 template, as --chat-template-file, thinking off (the tiny model would think forever)
-    llm._chat = type(llm._chat)(TEMPLATE.read_text(), template_kwargs={"enable_thinking": False})
+    llm._chat = type(llm._chat)(QWEN35_TEMPLATE.read_text(), template_kwargs={"enable_thinking": False})
     one = {"type": "function", "function": {"name": "add"}}
     r = llm.create_chat_completion(MSGS, tools=TOOLS, tool_choice=one, max_tokens=200, temperature=0.0)
     ch = r["choices"][0]

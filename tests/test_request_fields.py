@@ -3,15 +3,13 @@ non-default value over real HTTP on the shipped model: an honoured ("ok") field 
 a refused one answers 400 naming it, one llama-server also ignores ("same") is accepted. The walk covers the
 whole table: a field added to it without a case here fails the test."""
 import json
-from pathlib import Path
 
 import httpx
 import pytest
 
 from pyllm.server.schemas import FIELD_TABLE
-from server_util import Server
+from server_util import QWEN35_TEMPLATE, Server, agent_server
 
-TEMPLATE = Path(__file__).parent / "data" / "templates" / "qwen3.5.jinja"
 NATIVE = {"prompt": "Once upon a time there was", "n_predict": 12, "temperature": 1.0, "seed": 42}
 CHAT = {"messages": [{"role": "user", "content": "Tell me a story."}], "max_tokens": 12, "temperature": 1.0,
         "seed": 42}
@@ -134,8 +132,7 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def srv():
-    s = Server("-c", "4096", "-np", "2", "--jinja", "--chat-template-file", str(TEMPLATE),
-               "--reasoning-format", "deepseek")
+    s = agent_server()
     yield s
     s.stop()
 
@@ -250,7 +247,7 @@ def test_assistant_prefill(srv):
 
 
 def test_no_prefill_assistant_flag():
-    with Server("-c", "1024", "-np", "1", "--jinja", "--chat-template-file", str(TEMPLATE),
+    with Server("-c", "1024", "-np", "1", "--jinja", "--chat-template-file", str(QWEN35_TEMPLATE),
                 "--no-prefill-assistant") as s:
         p = s.post(A, {"messages": PREFILL}).json()["prompt"]
         assert not p.endswith("Once upon a") and p.endswith("<|im_start|>assistant\n<think>\n")

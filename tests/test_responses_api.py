@@ -1,16 +1,14 @@
 """/v1/responses as llama-server serves it: the body converted to chat (unit tests of the conversion), the
 `response` object and its SSE events through the official openai client, function calls, input_tokens."""
 import json
-from pathlib import Path
 
 import httpx
 import openai
 import pytest
 
 from pyllm.responses_api import ResponsesError, responses_to_chat
-from server_util import Server
+from server_util import agent_server
 
-TEMPLATE = Path(__file__).parent / "data" / "templates" / "qwen3.5.jinja"
 TOOLS = [{"type": "function", "name": "add", "description": "Add numbers", "parameters": {
     "type": "object", "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 99},
                                      "b": {"type": "integer", "minimum": 0, "maximum": 99}}, "required": ["a", "b"]}}]
@@ -43,8 +41,7 @@ def test_conversion():
 
 @pytest.fixture(scope="module")
 def srv():
-    s = Server("-c", "4096", "-np", "2", "--jinja", "--chat-template-file", str(TEMPLATE),
-               "--reasoning-format", "deepseek")
+    s = agent_server()
     yield s
     s.stop()
 
