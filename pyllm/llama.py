@@ -410,21 +410,27 @@ class Llama:
         """Token probabilities without the end-of-generation token (it is not part of the text)."""
         return [(t, p) for t, p in probs if not self._model.is_eog(t)]
 
+    def _pieces(self, req, fin: dict):
+        """(text, visible probabilities) per event of the request; the final event's data is put into `fin`,
+        and its text is a last piece only when it carries probabilities."""
+        for ev in self._events(req):
+            probs = self._visible(ev.probs if ev.kind == "token" else ev.data["probs_tail"])
+            if ev.kind == "done":
+                fin.update(ev.data)
+                if not probs:
+                    return
+            yield ev.text, probs
+
     def _completion_chunks(self, req, shapes: Shapes, n_top: int, echo_text: str, prompt_chars: int):
         offset = prompt_chars
         if echo_text:
             yield shapes.completion(echo_text, None, None)
-        fin = None
-        for ev in self._events(req):
-            probs = self._visible(ev.probs if ev.kind == "token" else ev.data["probs_tail"])
-            if ev.kind == "done":
-                fin = ev.data
-                if not probs:
-                    break
+        fin = {}
+        for text, probs in self._pieces(req, fin):
             lp = completion_logprobs(self._model, probs, n_top, offset) if n_top >= 0 else None
-            offset += len(ev.text)
-            yield shapes.completion(ev.text, lp, None)
-        if fin is not None:
+            offset += len(text)
+            yield shapes.completion(text, lp, None)
+        if fin:
             yield _Final(shapes.completion("", None, finish_reason(fin["stop_type"])), fin)
 
     def _grammar(self, where: str, body: dict):
@@ -438,20 +444,15 @@ class Llama:
     def _chat_chunks(self, req, shapes: Shapes, n_top: int, out):
         """Chunks of the reply: `out` (ChatOutput) splits reasoning_content and tool_calls from the text."""
         yield shapes.chat_chunk({"role": "assistant"}, None, None)
-        fin = None
-        for ev in self._events(req):
-            probs = self._visible(ev.probs if ev.kind == "token" else ev.data["probs_tail"])
-            if ev.kind == "done":
-                fin = ev.data
-                if not probs:
-                    break
+        fin = {}
+        for text, probs in self._pieces(req, fin):
             lp = chat_logprobs(self._model, probs, n_top) if n_top >= 0 else None
-            deltas = [event_to_delta(d) for d in out.feed(ev.text)] or ([{}] if lp else [])
+            deltas = [event_to_delta(d) for d in out.feed(text)] or ([{}] if lp else [])
             for k, delta in enumerate(deltas):
                 yield shapes.chat_chunk(delta, lp if k == 0 else None, None)
         for d in out.finish():
             yield shapes.chat_chunk(event_to_delta(d), None, None)
-        if fin is not None:
+        if fin:
             reason = chat_finish_reason(fin["stop_type"], len(out.tool_calls))
             yield _Final(shapes.chat_chunk({}, None, reason), fin, out.message())
 
