@@ -1,11 +1,36 @@
-"""One chat task's engine events, for the protocol routes that answer one choice through a ChatOutput
-(/v1/messages, /v1/responses): the non-stream collection and the SSE stream. Each route brings its own
+"""One chat task, for the protocol routes that answer one choice through a ChatOutput (/v1/messages,
+/v1/responses): its submission (render, tokenize, check, constrain), the non-stream collection and the SSE stream. Each route brings its own
 protocol (an event builder with start / feed / finish / error, and its SSE encoder)."""
 from __future__ import annotations
 
+import asyncio
 from typing import Callable, Iterable, Optional
 
-from .schemas import ApiError
+from ..chat_request import RequestError
+from .engine import Task
+from .prompts import chat_turn, check_ctx, check_ids, tokenize_mixed
+from .schemas import ApiError, core_params, invalid, task_params_json
+
+
+async def submit_chat_turn(st, chat: dict, req: dict):
+    """Render and tokenize a chat request (off the event loop), check it, build its constraint and submit it.
+    Returns (prompt ids, the turn's ChatOutput, task, event queue)."""
+    e, model = st.engine, st.engine.model
+    turn = await asyncio.to_thread(chat_turn, st.chat, chat)
+    prompt = await asyncio.to_thread(tokenize_mixed, model, turn.prompt, True, True)
+    check_ids(model, prompt)
+    check_ctx(prompt, e.n_ctx_slot)
+    try:
+        con = await asyncio.to_thread(turn.constraint, model)
+    except RequestError as err:
+        raise invalid(str(err))
+    task = Task(prompt=prompt, params=core_params(req), n_predict=req["n_predict"], stop=list(req["stop"]),
+                id_slot=req["id_slot"], cache_prompt=req["cache_prompt"], stream=req["stream"],
+                params_json=task_params_json(req, True, st.params.spec_types_str), constraint=con)
+    out = turn.output(req["stream"])
+    queue: asyncio.Queue = asyncio.Queue()
+    e.submit(task, queue)
+    return prompt, out, task, queue
 
 
 def _raise(ev) -> None:

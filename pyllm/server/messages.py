@@ -10,11 +10,9 @@ from fastapi.responses import Response, StreamingResponse
 
 from ..anthropic import AnthropicError, AnthropicStream, count_tokens_response, message_response, messages_to_chat
 from ..anthropic import sse as anthropic_sse
-from ..chat_request import RequestError
-from .chat_events import collect_one, first_event, stream_events
-from .engine import Task
-from .prompts import chat_turn, check_ctx, check_ids, tokenize_mixed
-from .schemas import check_fields, core_params, invalid, parse_common, task_params_json
+from .chat_events import collect_one, first_event, stream_events, submit_chat_turn
+from .prompts import chat_turn, tokenize_mixed
+from .schemas import check_fields, invalid, parse_common
 from .state import JSONResp, body_json, server
 from .streaming import SSE_HEADERS
 
@@ -46,20 +44,7 @@ async def messages(request: Request):
     e, model = st.engine, st.engine.model
     chat = await _chat_body(request, False)
     req = parse_common(chat, st.params, e.n_slots, lambda s: model.tokenize(s, False, False))
-    turn = await asyncio.to_thread(chat_turn, st.chat, chat)
-    prompt = await asyncio.to_thread(tokenize_mixed, model, turn.prompt, True, True)
-    check_ids(model, prompt)
-    check_ctx(prompt, e.n_ctx_slot)
-    try:
-        con = await asyncio.to_thread(turn.constraint, model)
-    except RequestError as err:
-        raise invalid(str(err))
-    task = Task(prompt=prompt, params=core_params(req), n_predict=req["n_predict"], stop=list(req["stop"]),
-                id_slot=req["id_slot"], cache_prompt=req["cache_prompt"], stream=req["stream"],
-                params_json=task_params_json(req, True, st.params.spec_types_str), constraint=con)
-    out = turn.output(req["stream"])
-    queue: asyncio.Queue = asyncio.Queue()
-    e.submit(task, queue)
+    prompt, out, task, queue = await submit_chat_turn(st, chat, req)
     try:
         if req["stream"]:
             first = await first_event(queue)

@@ -8,12 +8,10 @@ import asyncio
 from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 
-from ..chat_request import RequestError
 from ..responses_api import ResponsesError, ResponsesStream, response_object, responses_to_chat, sse
-from .chat_events import collect_one, first_event, stream_events
-from .engine import Task
-from .prompts import chat_turn, check_ctx, check_ids, tokenize_mixed
-from .schemas import check_fields, core_params, gen_id, invalid, parse_common, task_params_json
+from .chat_events import collect_one, first_event, stream_events, submit_chat_turn
+from .prompts import chat_turn, tokenize_mixed
+from .schemas import check_fields, gen_id, invalid, parse_common
 from .state import JSONResp, body_json, server
 from .streaming import SSE_HEADERS
 
@@ -48,20 +46,7 @@ async def responses(request: Request):
     req = parse_common(chat, st.params, e.n_slots, lambda s: model.tokenize(s, False, False))
     if req["n_cmpl"] != 1:
         raise invalid("Field 'n': the Responses API returns one output")
-    turn = await asyncio.to_thread(chat_turn, st.chat, chat)
-    prompt = await asyncio.to_thread(tokenize_mixed, model, turn.prompt, True, True)
-    check_ids(model, prompt)
-    check_ctx(prompt, e.n_ctx_slot)
-    try:
-        con = await asyncio.to_thread(turn.constraint, model)
-    except RequestError as err:
-        raise invalid(str(err))
-    task = Task(prompt=prompt, params=core_params(req), n_predict=req["n_predict"], stop=list(req["stop"]),
-                id_slot=req["id_slot"], cache_prompt=req["cache_prompt"], stream=req["stream"],
-                params_json=task_params_json(req, True, st.params.spec_types_str), constraint=con)
-    out = turn.output(req["stream"])
-    queue: asyncio.Queue = asyncio.Queue()
-    e.submit(task, queue)
+    prompt, out, task, queue = await submit_chat_turn(st, chat, req)
     resp_id = gen_id("resp_")
     try:
         if req["stream"]:
