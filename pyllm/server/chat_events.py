@@ -1,6 +1,7 @@
 """One chat task, for the protocol routes that answer one choice through a ChatOutput (/v1/messages,
-/v1/responses): its submission (render, tokenize, check, constrain), the non-stream collection and the SSE stream. Each route brings its own
-protocol (an event builder with start / feed / finish / error, and its SSE encoder)."""
+/v1/responses): its submission (render, tokenize, check, constrain), the non-stream collection and the SSE
+stream. Each route brings its own protocol (an event builder with start / feed / finish / error, and its SSE
+encoder)."""
 from __future__ import annotations
 
 import asyncio
