@@ -13,7 +13,7 @@ from helpers_core import generate, get_model, greedy_params, new_context, run_se
 from server_util import Server
 
 from pyllm import _core
-from pyllm.bench.prompts import TASKS, edit_prompt
+from pyllm.bench.prompts import AGENT_SNIPPET, TASKS, edit_prompt
 from conftest import SHARED_MODELS
 
 NGRAM = ["ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache"]
@@ -21,18 +21,8 @@ TYPES = NGRAM + ["draft-mtp,ngram-mod", "ngram-simple,ngram-map-k4v,ngram-cache,
 SAMPLED = {"temperature": 0.8, "seed": 1234, "ignore_eos": True}
 TINY = str(SHARED_MODELS / "qwen35-tiny-mtp-Q8_0.gguf")
 
-CODE = '''def load_orders(path):
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-def totals_by_customer(orders, min_total=0.0):
-    totals = defaultdict(float)
-    for o in orders:
-        if o.get("status") == "cancelled":
-            continue
-        totals[o["customer"]] += o["qty"] * o["price"]
-    return {c: round(t, 2) for c, t in sorted(totals.items()) if t >= min_total}
-'''
+# the bench's agent snippet without its imports (text whose continuation repeats its context)
+CODE = AGENT_SNIPPET[AGENT_SNIPPET.index("def load_orders"):]
 # text whose continuation (by the tiny trained model) repeats its own context
 REPEAT = "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n\n" * 6
 
