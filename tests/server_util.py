@@ -3,6 +3,7 @@
 By default the server runs the REAL core on the shipped default model (models/*.gguf, picked by the server itself
 when no -m is given); PYLLM_TEST_MODEL=/path/model.gguf overrides it. Server(..., fake=True) runs the fake core
 (tests/fake_core.py, through tests/fake_server.py) for the few tests that need deterministic fake behaviour."""
+import concurrent.futures as cf
 import os
 import socket
 import subprocess
@@ -112,6 +113,12 @@ def agent_server() -> Server:
     """The server those tests share: 2 slots, the Qwen3.5 template through jinja, deepseek reasoning format."""
     return Server("-c", "4096", "-np", "2", "--jinja", "--chat-template-file", str(QWEN35_TEMPLATE),
                   "--reasoning-format", "deepseek")
+
+
+def concurrently(fn, args: list) -> list:
+    """fn(a) for every a of args, all at once (one thread each); the results in args' order."""
+    with cf.ThreadPoolExecutor(len(args)) as ex:
+        return list(ex.map(fn, args))
 
 
 def sse_events(resp):

@@ -1,14 +1,12 @@
 """--spec-type draft-simple with a same-vocabulary draft model (-md): the trained model's Q4_K_M file drafting for its
 F16 file. Output identical to plain decoding (greedy and seeded, one and several sequences, core and server), drafts
 accepted, the vocabulary check's clear error, the flags."""
-import threading
 
 import pytest
 
 from helpers_core import generate, get_model, greedy_params, new_context, run_seqs
-from server_util import Server
+from server_util import Server, concurrently
 
-from pyllm import _core
 from conftest import SHARED_MODELS
 
 F16 = str(SHARED_MODELS / "qwen35-tiny-mtp-F16.gguf")
@@ -88,15 +86,7 @@ def test_server(tmp_path):
                 for p in prompts]
     with Server("-m", F16, "-c", "2048", "-np", "2", "--no-jinja", "--spec-type", "draft-simple", "-md", Q4,
                 "--spec-draft-n-max", "4", "-td", "1") as s:
-        got = [None, None]
-
-        def go(i):
-            got[i] = s.post("/completion", {"prompt": prompts[i], "n_predict": 24, "temperature": 0}).json()
-
-        ts = [threading.Thread(target=go, args=(i,)) for i in range(2)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
+        got = concurrently(lambda p: s.post("/completion", {"prompt": p, "n_predict": 24, "temperature": 0}).json(),
+                           prompts)
         assert [g["content"] for g in got] == want
         assert got[0]["timings"]["draft_n"] > 0 and "draft-simple" in got[0]["timings"]["drafters"]

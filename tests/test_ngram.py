@@ -4,13 +4,12 @@ sequences, the core and the server), drafts actually made on text that repeats i
 drafter, the lookup-cache files (-lcs / -lcd) and the errors for bad settings."""
 import re
 import struct
-import threading
 
 import httpx
 import pytest
 
 from helpers_core import generate, get_model, greedy_params, new_context, run_seqs
-from server_util import Server
+from server_util import Server, concurrently
 
 from pyllm import _core
 from pyllm.bench.prompts import AGENT_SNIPPET, TASKS, edit_prompt
@@ -271,16 +270,7 @@ def test_server_concurrent_lossless(servers, sampling):
     base, spec = servers
     prompts = [REPEAT, CODE * 2 + "def load_orders"]
     want = [_complete(base, p, **sampling)["content"] for p in prompts]
-    got = [None, None]
-
-    def go(i):
-        got[i] = _complete(spec, prompts[i], **sampling)
-
-    ts = [threading.Thread(target=go, args=(i,)) for i in range(2)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    got = concurrently(lambda p: _complete(spec, p, **sampling), prompts)
     assert [g["content"] for g in got] == want
     t = got[0]["timings"]
     assert t["draft_n"] == sum(d["draft_n"] for d in t["drafters"].values())
