@@ -171,7 +171,7 @@ static bool use_tiles(const Weight& W, const QuantActs& qa) {
   return get_type_traits(W.type).gemm_tile && qa.B >= kGemmMinRows && !row_kernels(W).rp &&
          get_type_traits(qa.type).gemm_pack;
 }
-static void pack_panels(ThreadPool& tp, const QuantActs& qa, Panels& P) {
+static void pack_panels(ThreadPool& tp, const QuantActs& qa, Panels& P, bool parallel) {
   const auto& vt = get_type_traits(qa.type);
   P.n = (qa.B + kGemmCols - 1) / kGemmCols;
   P.bytes = vt.gemm_panel_bytes(qa.K);
@@ -181,7 +181,7 @@ static void pack_panels(ThreadPool& tp, const QuantActs& qa, Panels& P) {
       vt.gemm_pack(qa.row((int)p * kGemmCols), qa.row_bytes, std::min(kGemmCols, qa.B - (int)p * kGemmCols), qa.K,
                    P.buf.data() + (size_t)p * P.bytes);
   };
-  if (P.n >= 8) tp.parallel_for(P.n, body); else body(0, P.n);
+  if (parallel && P.n >= 8) tp.parallel_for(P.n, body); else body(0, P.n);
 }
 // Weight rows per chunk: about 32 KiB of W, 16..64 rows (a multiple of kGemmRows). Every chunk reads
 // all panels once, so short rows get more of them per chunk (measured: 16-row chunks of 440-byte Q5_0
@@ -222,19 +222,22 @@ static void for_chunks(ThreadPool& tp, int64_t n, const F& fn) {
 
 void matmul_q(ThreadPool& tp, const Weight& W, const QuantActs& qa, float* Y, int64_t ldy) {
   const int64_t N = W.ne[1];
+  // tiny matrices (per-head norms, routers: < ~20 us) are not worth a dispatch, on either path
+  const bool inline_ = N * W.ne[0] * qa.B < 262144 || tp.n_threads() == 1;
+  auto chunks = [&](int64_t n, const auto& fn) {
+    if (inline_) for (int64_t c = 0; c < n; c++) fn(c);
+    else for_chunks(tp, n, fn);
+  };
   if (use_tiles(W, qa)) {
     thread_local Panels tl_panels;  // the caller's; the workers see it through P (a thread_local is not captured)
     Panels& P = tl_panels;
-    pack_panels(tp, qa, P);
+    pack_panels(tp, qa, P, !inline_);
     const int64_t ch = tile_chunk(W);
-    for_chunks(tp, (N + ch - 1) / ch, [&](int64_t c) { mm_rows_tiled(W, qa, P, Y, ldy, c * ch, std::min(N, (c + 1) * ch)); });
+    chunks((N + ch - 1) / ch, [&](int64_t c) { mm_rows_tiled(W, qa, P, Y, ldy, c * ch, std::min(N, (c + 1) * ch)); });
     return;
   }
-  // tiny matrices (per-head norms, routers) are not worth a dispatch
-  const int64_t work = N * W.ne[0] * qa.B;
-  if (work < 262144 || tp.n_threads() == 1) { mm_rows(W, qa, Y, ldy, 0, N); return; }  // < ~20 us: not worth a dispatch
   const int64_t CH = 16;  // small chunks keep threads balanced when N is small
-  for_chunks(tp, (N + CH - 1) / CH, [&](int64_t c) { mm_rows(W, qa, Y, ldy, c * CH, std::min(N, (c + 1) * CH)); });
+  chunks((N + CH - 1) / CH, [&](int64_t c) { mm_rows(W, qa, Y, ldy, c * CH, std::min(N, (c + 1) * CH)); });
 }
 
 void matmul_q_st(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy, int64_t n0, int64_t n1) {
