@@ -138,8 +138,9 @@ static void mm_rows(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy,
         rk.k(K, s, W.data + r * W.nb1, qa.row(t0), qa.row_bytes, 4);
         for (int j = 0; j < 4; j++) Y[(t0 + j) * ldy + r] = s[j];
       }
-    const int tr = B - B % 4;
-    for (int64_t r = n0; r < n1 && tr < B; r++) row_times_acts(rk, K, W.data + r * W.nb1, qa, tr, B, Y + r, ldy);
+    const int tr = B - B % 4;  // the last B % 4 tokens
+    if (tr < B)
+      for (int64_t r = n0; r < n1; r++) row_times_acts(rk, K, W.data + r * W.nb1, qa, tr, B, Y + r, ldy);
     return;
   }
   constexpr int64_t RB = 8;   // weight rows per tile
