@@ -54,7 +54,10 @@ void NgramMod::draft(const std::vector<DraftRequest>& reqs, std::vector<std::vec
     s.n_draft_last = 0;
     if (h.size() < n_) continue;
     if (s.added_to > h.size() - n_) s.added_to = h.size() - n_;  // the history was cut (seq_rm)
-    if (s.added_to + 32 < h.size()) add_history(s.added_to, h);  // new n-grams in chunks, as upstream
+    // the n-grams the history gained since the last step (upstream adds them in chunks of 32 tokens; every step
+    // costs a few hashes and lets a repeat that starts in the answer itself be drafted at once, whatever the
+    // step size: with draft-mtp accepting 4 tokens a step, 32-token chunks left the table a whole chunk behind)
+    add_history(s.added_to, h);
     // window = last n-1 tokens + the sampled one, then the chain of lookups
     win_.assign(h.end() - (n_ - 1), h.end());
     win_.push_back(reqs[r].last);
