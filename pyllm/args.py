@@ -52,7 +52,7 @@ class Params:
     flash_attn: str = "auto"
     n_gpu_layers: str = "auto"
     load_mode: str = "auto"
-    use_mmap: bool = True
+    use_mmap: Optional[bool] = None  # --mmap / --no-mmap; None: read in when it fits easily (pyllm.model.Model)
     use_mlock: bool = False
     warmup: bool = True
     swa_full: bool = False
@@ -357,7 +357,7 @@ def _postprocess(p: Params, tool: str):
         p.spec_types = ["none"]
     _check_spec(p)
     # accepted for compatibility, not implemented: warned about by noop_notice, never silently dropped
-    for on, name in ((p.use_mlock, "--mlock"), (not p.use_mmap, "--no-mmap"), (p.cache_reuse > 0, "--cache-reuse"),
+    for on, name in ((p.use_mlock, "--mlock"), (p.cache_reuse > 0, "--cache-reuse"),
                      (p.context_shift, "--context-shift"), (p.conversation == "on", "--conversation"),
                      (p.cache_type_k not in KV_CACHE_TYPES, "--cache-type-k"), (p.cache_type_v not in KV_CACHE_TYPES, "--cache-type-v"),
                      (p.spec_draft_type_k not in KV_CACHE_TYPES, "--spec-draft-type-k"),

@@ -236,6 +236,10 @@ def _no_mmap(p: Params, v=None):
     p.use_mmap = False
 
 
+def _mmap(p: Params, v=None):
+    p.use_mmap = True
+
+
 def _n_gen_bench(p: Params, v: str):
     p.n_gen_bench = [_stoi(x) for x in v.split(",") if x]
 
@@ -314,7 +318,8 @@ OPTIONS: list = [
     Opt(("--swa-full",), "flag", "swa_full", env="LLAMA_ARG_SWA_FULL"),
     Opt(("--warmup",), "bool", "warmup", neg=("--no-warmup",)),
     Opt(("--mlock",), "custom", value=False, fn=_mlock, help="(legacy) lock the model in memory"),
-    Opt(("--no-mmap",), "custom", value=False, fn=_no_mmap, help="(legacy) do not mmap the model"),
+    Opt(("--mmap",), "custom", value=False, fn=_mmap, help="memory-map the model (default: read it into memory when it takes at most half of the available memory, else map it)"),
+    Opt(("--no-mmap",), "custom", value=False, fn=_no_mmap, help="read the model into memory (anonymous, huge pages) instead of mapping it"),
     Opt(("-lm", "--load-mode"), "str", "load_mode", env="LLAMA_ARG_LOAD_MODE"),
     # threads
     Opt(("-t", "--threads"), "int", "n_threads", env="LLAMA_ARG_THREADS"),

@@ -34,7 +34,7 @@ CHAT_FORMATS = {"chatml": "chatml", "llama-2": "llama2", "llama-3": "llama3", "g
 
 # Llama() arguments of llama-cpp-python that pyllm has no use for on the CPU: a non-default value warns
 _CPU_NOOPS = {"n_gpu_layers": 0, "split_mode": 1, "main_gpu": 0, "tensor_split": None, "offload_kqv": True,
-              "flash_attn": False, "op_offload": None, "use_mmap": True, "use_mlock": False, "numa": False,
+              "flash_attn": False, "op_offload": None, "use_mlock": False, "numa": False,
               "no_perf": False, "swa_full": None}
 # ... and those that would change what the model computes: a non-default value raises ValueError
 _UNSUPPORTED = {"vocab_only": False, "kv_overrides": None, "rope_scaling_type": -1, "pooling_type": -1,
@@ -98,7 +98,7 @@ class Llama:
                  verbose: bool = True, spec_type: str = "none", spec_draft_n_max: Union[int, str] = 3,
                  spec_draft_n_min: int = 0, spec_draft_p_min: float = 0.0, spec_ngram: Optional[dict] = None,
                  spec_draft_head_type: str = "", spec_draft_vocab: int = 0, type_k: Optional[int] = None,
-                 type_v: Optional[int] = None, **kwargs):
+                 type_v: Optional[int] = None, use_mmap: Optional[bool] = None, **kwargs):
         for name, value in kwargs.items():
             if name in _CPU_NOOPS:
                 if value != _CPU_NOOPS[name]:
@@ -137,7 +137,7 @@ class Llama:
             if not pa.spec_draft_n_max_auto:
                 raise ValueError(f"Llama: spec_draft_n_max {spec_draft_n_max!r} must be an int, 'auto' or 'auto:CAP'")
             spec_draft_n_max = pa.spec_draft_n_max
-        self._model = Model(model_path, load_mtp=uses_mtp(spec_type))
+        self._model = Model(model_path, load_mtp=uses_mtp(spec_type), mmap=use_mmap)
         tk, tv = _kv_type("type_k", type_k), _kv_type("type_v", type_v)
         self._gen = Generator(self._model, n_ctx, 1, n_batch=n_batch, n_ubatch=n_ubatch,
                               n_threads=n_threads or default_threads(), spec_type=spec_type, n_max=spec_draft_n_max,

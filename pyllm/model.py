@@ -10,14 +10,17 @@ from typing import Optional
 
 
 class Model:
-    """The weights and vocabulary of one GGUF file (mmapped once by the core)."""
+    """The weights and vocabulary of one GGUF file, loaded once by the core. mmap: True maps the file (page
+    cache), False reads it into anonymous memory (faster to stream in decode), None (default) reads it in
+    when it takes at most half of the available memory, else maps it."""
 
-    def __init__(self, path: str, load_mtp: bool = False, core=None):
+    def __init__(self, path: str, load_mtp: bool = False, core=None, mmap: Optional[bool] = None):
         if core is None:
             from ._native import core
         self.core = core
         self.path = str(path)
-        self._m = core.Model(self.path, load_mtp=load_mtp)  # ValueError / GGUFError with the file's name
+        # ValueError / GGUFError with the file's name
+        self._m = core.Model(self.path, load_mtp=load_mtp, mmap=-1 if mmap is None else int(bool(mmap)))
         m = self._m
         self.arch: str = m.arch
         self.n_vocab: int = int(m.n_vocab)
@@ -26,6 +29,7 @@ class Model:
         self.n_ctx_train: int = int(m.n_ctx_train or 0)
         self.n_params: int = int(m.n_params)
         self.size_bytes: int = int(m.size_bytes)
+        self.weights_copied: bool = bool(getattr(m, "weights_copied", False))  # in anonymous memory, not mapped
         self.desc: str = m.desc
         self.ftype: str = getattr(m, "ftype", None) or m.desc
         self.has_mtp: bool = bool(m.has_mtp)

@@ -77,3 +77,20 @@ def test_truncated_real_file(tmp_path):
     for cut in (10, 3000, len(src) // 2, len(src) - 1):
         with pytest.raises(pyllm.GGUFError):
             pyllm.GGUFFile(_write(tmp_path, src[:cut]))
+
+
+
+def test_weights_read_into_memory_or_mapped_give_the_same_model():
+    """--no-mmap / --mmap / neither: the weights in anonymous memory or mapped from the file are the same bytes,
+    so the same logits; the choice is reported."""
+    from pyllm.generation import Generator, Request
+    from pyllm.model import Model
+    path = str(SHARED_MODELS / "qwen35-tiny-mtp-Q8_0.gguf")
+    out = {}
+    for mmap in (True, False, None):
+        m = Model(path, mmap=mmap)
+        assert m.weights_copied == (mmap is not True)  # a 20 MB file is under half of any CI machine's memory
+        gen = Generator(m, 256, 1)
+        req = Request(prompt=m.tokenize("The quick brown fox"), sampling={"temperature": 0}, n_predict=12, n_probs=3)
+        out[mmap] = [(ev.tokens, ev.probs) for ev in gen.run(req) if ev.kind == "token"]
+    assert out[True] and out[True] == out[False] == out[None]

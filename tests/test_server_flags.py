@@ -9,7 +9,7 @@ import pytest
 from pyllm.args import ArgError, check_supported, noop_notice, parse_args
 from server_util import ROOT, Server, free_port
 
-UNIMPLEMENTED = [(["--mlock"], "--mlock"), (["--no-mmap"], "--no-mmap"), (["--cache-reuse", "256"], "--cache-reuse"),
+UNIMPLEMENTED = [(["--mlock"], "--mlock"), (["--cache-reuse", "256"], "--cache-reuse"),
                  (["--context-shift"], "--context-shift"), (["-ctk", "q5_1"], "--cache-type-k"),
                  (["-ctv", "iq4_nl"], "--cache-type-v")]
 
@@ -65,7 +65,8 @@ def srv():
 
 def test_server_warns_and_embeddings_say_not_implemented(srv):
     out = srv.output()
-    assert "ignoring options: --mlock, --no-mmap, --cache-reuse, --context-shift, --cache-type-k" in out
+    assert "ignoring options: --mlock, --cache-reuse, --context-shift, --cache-type-k" in out
+    assert "model weights: " in out and "read into memory" in out  # --no-mmap
     assert "pyllm does not implement embeddings" in out
     for path in ("/embedding", "/v1/embeddings"):
         r = srv.post(path, {"input": "hello"})

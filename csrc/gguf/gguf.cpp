@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <sstream>
 
@@ -121,7 +123,38 @@ static void read_value(Cursor& c, gguf_type t, GGUFValue& v, const std::string& 
   c.pos += sz;
 }
 
-GGUFFile::GGUFFile(const std::string& path) : path_(path) {
+// MemAvailable of /proc/meminfo in bytes (0 if unknown)
+static size_t mem_available() {
+  FILE* f = std::fopen("/proc/meminfo", "r");
+  if (!f) return 0;
+  char line[256];
+  size_t kb = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "MemAvailable: %zu kB", &kb) == 1) break;
+  std::fclose(f);
+  return kb * 1024;
+}
+
+// The whole file in anonymous memory (huge pages where the kernel gives them), or nullptr with errno set.
+static void* read_into_memory(int fd, size_t size, const std::string& path) {
+  void* m = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return nullptr;
+#ifdef MADV_HUGEPAGE
+  madvise(m, size, MADV_HUGEPAGE);
+#endif
+  for (size_t off = 0; off < size;) {
+    const ssize_t r = ::pread(fd, (char*)m + off, std::min<size_t>(size - off, (size_t)1 << 26), (off_t)off);
+    if (r <= 0) {
+      const int e = r < 0 ? errno : EIO;
+      munmap(m, size);
+      throw GGUFError("GGUF file '" + path + "': read failed at byte " + std::to_string(off) + ": " + std::strerror(e));
+    }
+    off += (size_t)r;
+  }
+  return m;
+}
+
+GGUFFile::GGUFFile(const std::string& path, Residency how) : path_(path) {
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) throw GGUFError("GGUF file '" + path + "': cannot open: " + std::strerror(errno));
   struct stat st;
@@ -131,8 +164,21 @@ GGUFFile::GGUFFile(const std::string& path) : path_(path) {
   }
   size_ = (size_t)st.st_size;
   if (size_ > 0) {
-    void* m = mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd_, 0);
-    if (m == MAP_FAILED) { ::close(fd_); fd_ = -1; throw GGUFError("GGUF file '" + path + "': mmap failed: " + std::strerror(errno)); }
+    if (how == Residency::Auto) {
+      const size_t avail = mem_available();
+      how = avail > 0 && size_ <= avail / 2 ? Residency::Copy : Residency::Map;
+    }
+    void* m = MAP_FAILED;
+    if (how == Residency::Copy) {
+      try {
+        m = read_into_memory(fd_, size_, path);
+      } catch (...) { ::close(fd_); fd_ = -1; throw; }
+      if (!m) { ::close(fd_); fd_ = -1; throw GGUFError("GGUF file '" + path + "': cannot allocate " + std::to_string(size_) + " bytes to load it (--mmap maps it instead): " + std::strerror(errno)); }
+      copied_ = true;
+    } else {
+      m = mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd_, 0);
+      if (m == MAP_FAILED) { ::close(fd_); fd_ = -1; throw GGUFError("GGUF file '" + path + "': mmap failed: " + std::strerror(errno)); }
+    }
     base_ = (const uint8_t*)m;
   }
   try {

@@ -51,16 +51,23 @@ struct GGUFTensor {
   int64_t nelements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
 };
 
+// Where the file's bytes live. Map: mmap of the file (page cache). Copy: read once into anonymous memory
+// (MADV_HUGEPAGE): weights stream from it ~20 % faster in decode here (measured, gemma3 tg, alternating
+// runs), the page cache's pages being scattered. Auto: Copy when the file takes at most half of the
+// available memory, else Map.
+enum class Residency { Map, Copy, Auto };
+
 class GGUFFile {
  public:
-  explicit GGUFFile(const std::string& path);
+  explicit GGUFFile(const std::string& path, Residency how = Residency::Map);
   ~GGUFFile();
   GGUFFile(const GGUFFile&) = delete;
   GGUFFile& operator=(const GGUFFile&) = delete;
 
   const std::string& path() const { return path_; }
-  uint32_t version() const { return version_; }
+  bool copied() const { return copied_; }  // Residency::Copy (or Auto that chose it)
   size_t file_size() const { return size_; }
+  uint32_t version() const { return version_; }
   size_t alignment() const { return alignment_; }
   size_t data_offset() const { return data_offset_; }
 
@@ -82,6 +89,7 @@ class GGUFFile {
   std::string path_;
   int fd_ = -1;
   const uint8_t* base_ = nullptr;
+  bool copied_ = false;  // base_ is anonymous memory holding the whole file
   size_t size_ = 0;
   uint32_t version_ = 0;
   size_t alignment_ = 32;

@@ -16,7 +16,7 @@ static std::string shape_str(const int64_t* ne, int n) {
 }
 
 std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& opt) {
-  auto file = std::make_unique<GGUFFile>(path);
+  auto file = std::make_unique<GGUFFile>(path, opt.weights);
   std::string arch = file->get_str("general.architecture", "");
   if (arch.empty()) throw ModelError("GGUF file '" + path + "': general.architecture is missing");
   auto& reg = model_registry();

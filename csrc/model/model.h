@@ -23,6 +23,7 @@ struct ModelError : std::runtime_error { using std::runtime_error::runtime_error
 
 struct LoadOptions {
   bool load_mtp = false;
+  Residency weights = Residency::Auto;  // --mmap / --no-mmap / neither (gguf/gguf.h)
 };
 
 class Model {
