@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import os
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
@@ -42,7 +43,7 @@ class Request:
     timings_per_token: bool = False      # token events carry running timings
     special: bool = False                # render control tokens (<|im_end|>, EOS) as text
     # constrained decoding (pyllm.structured.TokenConstraint: grammar / forced tokens): its mask is set on
-    # the core's sequence before each step; the core then samples one token per step, undrafted
+    # the core's sequence before each step; drafts are cut where it refuses them (_draft_check)
     constraint: object = None
 
 
@@ -120,6 +121,23 @@ def ngram_params(core, settings: Optional[dict]):
     return ng
 
 
+def _draft_check(gen_ref):
+    """The core's draft check (Context.set_draft_check): a constrained sequence's draft, cut before an
+    end-of-generation token (the target samples it itself) -> (k, the masks after each kept token).
+    Holds the Generator weakly: the Context it is set on belongs to it."""
+    def check(seq: int, draft: list):
+        gen = gen_ref()
+        run = gen._seqs.get(seq) if gen is not None else None
+        if run is None or run.req.constraint is None:
+            return 0, None
+        for i, t in enumerate(draft):
+            if t in gen._eog:
+                draft = draft[:i]
+                break
+        return run.req.constraint.draft_masks(draft)
+    return check
+
+
 def uses_mtp(spec_type: str) -> bool:
     """Whether a spec type list ("draft-mtp,ngram-mod") needs the file's MTP layer loaded."""
     return "draft-mtp" in spec_type.split(",")
@@ -167,6 +185,9 @@ class Generator:
         self.n_ctx_seq = int(getattr(self.ctx, "n_ctx_seq", self.n_ctx // n_seq))
         self.held = [[] for _ in range(n_seq)]   # the tokens each sequence's memory holds (prompt + generated)
         self._seqs: dict = {}                    # seq -> _Seq while running
+        self._eog = frozenset(model.eog_ids)
+        if self.spec != "none":  # drafts of constrained sequences are checked against their grammar
+            self.ctx.set_draft_check(_draft_check(weakref.ref(self)))
 
     @classmethod
     def from_params(cls, model: Model, p, n_seq: int) -> "Generator":
