@@ -21,6 +21,9 @@ except ImportError:  # pragma: no cover - a dependency; kept importable for a cl
 ATTR_CONTROL = 1 << 3
 ATTR_USER_DEFINED = 1 << 4
 _ANY = r"/(.|\n)*/"
+# the whitespace between a think block and the constrained output, bounded as llama.cpp's `space` rule is
+# (| " " | "\n"{1,2} [ \t]{0,20}): unbounded, a small model can emit blanks until max_tokens
+THINK_SPACE = r"/( |\n\n?[ \t]{0,20})?/"
 
 
 class GrammarError(ValueError):
@@ -122,7 +125,7 @@ def after_thinking(grammar: str, forced_open: bool, lit=json.dumps) -> str:
         return grammar
     _need_llg()
     main = "%llguidance {}\nstart: think WS @inner\nthink[lazy]: TEXT " + lit("</think>") + "\nTEXT: " + _ANY + \
-           "\nWS: /[ \\t\\n]*/\n"
+           "\nWS: " + THINK_SPACE + "\n"
     return json.dumps({"grammars": [{"name": "main", "lark_grammar": main}, {"name": "inner", **_as_obj(grammar)}]})
 
 
