@@ -42,6 +42,7 @@ class Request:
     cache_prompt: bool = True            # reuse the common prefix the sequence holds
     timings_per_token: bool = False      # token events carry running timings
     special: bool = False                # render control tokens (<|im_end|>, EOS) as text
+    progress: bool = False               # "progress" events between prompt batches (llama-server's return_progress)
     # constrained decoding (pyllm.structured.TokenConstraint: grammar / forced tokens): its mask is set on
     # the core's sequence before each step; drafts are cut where it refuses them (_draft_check)
     constraint: object = None
@@ -50,7 +51,7 @@ class Request:
 @dataclass
 class Event:
     """What a sequence produced: "token" (text / tokens / probs of one step) or "done" (data = summary)."""
-    kind: str                 # "begin" | "token" | "done" | "error"
+    kind: str                 # "begin" | "progress" (data: processed, total) | "token" | "done" | "error"
     text: str = ""
     tokens: list = field(default_factory=list)
     probs: list = field(default_factory=list)     # raw (token id, {"p": p, "top": [(id, p)]} or None) per token
@@ -71,6 +72,7 @@ class _Seq:
         self.has_new_line = False
         self.truncated = False
         self.n_cached = n_cached
+        self.n_processed = n_cached    # prompt tokens the sequence holds (what the last progress event said)
         self.t_first: Optional[float] = None
 
 
@@ -300,6 +302,12 @@ class Generator:
             run = self._seqs.get(seq)
             if run is not None:
                 self._on_result(seq, run, r, events)
+        for seq, run in self._seqs.items():
+            if run.req.progress and not run.tokens:  # still in its prompt (the first token ends that part)
+                pos = self.ctx.seq_pos(seq)
+                if pos != run.n_processed:
+                    run.n_processed = pos
+                    events.append(Event("progress", data={"processed": pos, "total": len(run.req.prompt)}, seq=seq))
         return events
 
     def run(self, req: Request, seq: int = 0) -> Iterator[Event]:

@@ -29,12 +29,15 @@ PREFILL = [{"role": "user", "content": "Tell me a story."}, {"role": "assistant"
 
 
 def _progress_ok(evs, empty):
-    """prompt_progress chunks: first 0% of the new part (processed == cache), then 100%, then the tokens."""
+    """prompt_progress chunks: first 0% of the new part (processed == cache), one after each prompt batch (the
+    prefill also stops at context checkpoints: message starts), the last 100%, then the tokens."""
     pp = [e for e in evs if "prompt_progress" in e]
-    assert len(pp) == 2 and all(empty(e) for e in pp), pp
-    a, b = pp[0]["prompt_progress"], pp[1]["prompt_progress"]
+    assert len(pp) >= 2 and all(empty(e) for e in pp), pp
+    a, b = pp[0]["prompt_progress"], pp[-1]["prompt_progress"]
     assert a["processed"] == a["cache"] < a["total"] == b["total"] == b["processed"] and b["time_ms"] >= 0
-    assert evs.index(pp[1]) == 1  # before the first token
+    done = [e["prompt_progress"]["processed"] for e in pp]
+    assert done == sorted(set(done))
+    assert evs.index(pp[-1]) == len(pp) - 1  # all before the first token
     return True
 
 
@@ -226,6 +229,30 @@ def test_return_progress_shapes(srv, route):
         assert _progress_ok(evs, lambda e: e["choices"][0]["delta"] == {"role": "assistant", "content": None})
     else:
         assert _progress_ok(evs, lambda e: e["choices"][0]["text"] == "")
+
+
+def test_return_progress_between_batches():
+    """A prompt longer than a batch (-b 16): a prompt_progress chunk after each batch, as llama-server sends them,
+    processed rising from the cached part to the whole prompt; a prompt that shares a prefix starts at its cache."""
+    prompt = " ".join(f"word{i}" for i in range(40))
+    with Server("-c", "1024", "-np", "1", "-b", "16", "-ub", "16") as s:
+        for route, body in ((N, {"prompt": prompt, "n_predict": 2}),
+                            (C, {"messages": [{"role": "user", "content": prompt}], "max_tokens": 2}),
+                            (N, {"prompt": prompt + " and more words at the end", "n_predict": 2})):
+            rc, evs = send(s, route, {**body, "stream": True, "return_progress": True, "temperature": 0.0})
+            assert rc == 200
+            pp = [e["prompt_progress"] for e in evs if "prompt_progress" in e]
+            first_token = next(i for i, e in enumerate(evs) if "prompt_progress" not in e)
+            assert first_token == len(pp)  # all before the first token
+            done = [p["processed"] for p in pp]
+            total, cache = pp[0]["total"], pp[0]["cache"]
+            assert done[0] == cache and done[-1] == total and done == sorted(set(done)), pp
+            assert len(pp) >= 2 + (total - cache - 1) // 16, done  # 0%, one per batch (or checkpoint), the last
+            assert all(0 < b - a <= 16 for a, b in zip(done, done[1:])) and all(p["total"] == total for p in pp)
+            assert [p["time_ms"] for p in pp] == sorted(p["time_ms"] for p in pp)
+        assert cache > 0  # the third prompt reused the first one's prefix
+        rc, evs = send(s, N, {"prompt": prompt, "n_predict": 2, "stream": True, "cache_prompt": False})
+        assert rc == 200 and not any("prompt_progress" in e for e in evs)  # only when asked
 
 
 def test_assistant_prefill(srv):

@@ -93,7 +93,8 @@ async def run_completion(request: Request, kind: str):
                               n_probs=req["n_probs"], post_sampling_probs=req["post_sampling_probs"],
                               id_slot=req["id_slot"], cache_prompt=req["cache_prompt"], stream=req["stream"],
                               index=len(tasks), params_json=slot_params,
-                              timings_per_token=bool(req.get("timings_per_token")), constraint=con))
+                              timings_per_token=bool(req.get("timings_per_token")), constraint=con,
+                              return_progress=bool(req["stream"] and req["return_progress"])))
     queue: asyncio.Queue = asyncio.Queue()
     for t in tasks:
         e.submit(t, queue)
@@ -204,6 +205,10 @@ async def stream_gen(e, kind: str, tasks, queue, first: Event, shapes: Shapes, r
                 t_begin[i], n_cache[i] = time.monotonic(), ev.data.get("n_cached", 0)
                 if progress:  # prompt processing starts: processed = the cached part
                     yield sse(_progress(kind, shapes, t, i, n_cache[i], n_cache[i], 0))
+                continue
+            if ev.kind == "progress":  # between prompt batches (llama-server: after each one)
+                yield sse(_progress(kind, shapes, t, i, ev.data["processed"], n_cache[i],
+                                    int((time.monotonic() - t_begin[i]) * 1000)))
                 continue
             if progress and ev.kind == "token" and not prompt_done[i]:  # the prompt is in: 100%
                 prompt_done[i] = True
