@@ -255,6 +255,35 @@ def test_return_progress_between_batches():
         assert rc == 200 and not any("prompt_progress" in e for e in evs)  # only when asked
 
 
+def test_verbose_in_streams(srv):
+    """`verbose` as llama-server: a /v1/completions stream carries each chunk's native form (the final one's is the
+    native final JSON, with the prompt); a chat stream carries the native final JSON on its final result's first
+    chunk; without `verbose` nothing."""
+    rc, evs = send(srv, O, {"prompt": NATIVE["prompt"], "max_tokens": 4, "stream": True, "verbose": True})
+    evs = [e for e in evs if e != "[DONE]"]
+    assert rc == 200 and all("__verbose" in e for e in evs)
+    assert [e["__verbose"]["content"] for e in evs[:-1]] == [e["choices"][0]["text"] for e in evs[:-1]]
+    assert evs[-1]["__verbose"]["stop"] is True and evs[-1]["__verbose"]["prompt"].endswith(NATIVE["prompt"])
+    rc, evs = send(srv, C, {**CHAT, "max_tokens": 4, "stream": True, "verbose": True})
+    evs = [e for e in evs if e != "[DONE]"]
+    tagged = [k for k, e in enumerate(evs) if "__verbose" in e]
+    assert rc == 200 and len(tagged) == 1 and evs[tagged[0]]["__verbose"]["stop"] is True
+    assert evs[tagged[0]]["__verbose"]["tokens_predicted"] == 4 and tagged[0] >= len(evs) - 2
+    rc, evs = send(srv, C, {**CHAT, "max_tokens": 4, "stream": True})
+    assert not any("__verbose" in e for e in evs if e != "[DONE]")
+
+
+@pytest.mark.parametrize("flags", [("-v",), ("-lv", "10")])
+def test_verbose_default_from_the_log_verbosity(flags):
+    """llama-server: requests default to verbose when the log verbosity is above 9 (-v sets it to infinity)."""
+    with Server("-c", "256", "-np", "1", *flags, fake=True) as s:
+        r = s.post(O, {"prompt": "hello", "max_tokens": 2}).json()
+        assert r["__verbose"]["stop"] is True
+        assert "__verbose" not in s.post(O, {"prompt": "hello", "max_tokens": 2, "verbose": False}).json()
+    with Server("-c", "256", "-np", "1", "-lv", "9", fake=True) as s:
+        assert "__verbose" not in s.post(O, {"prompt": "hello", "max_tokens": 2}).json()
+
+
 def test_assistant_prefill(srv):
     """A trailing assistant message is continued (--prefill-assistant, the default), as continue_final_message."""
     r = srv.post(A, {"messages": PREFILL}).json()
