@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import os
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
@@ -41,15 +42,16 @@ class Request:
     cache_prompt: bool = True            # reuse the common prefix the sequence holds
     timings_per_token: bool = False      # token events carry running timings
     special: bool = False                # render control tokens (<|im_end|>, EOS) as text
+    progress: bool = False               # "progress" events between prompt batches (llama-server's return_progress)
     # constrained decoding (pyllm.structured.TokenConstraint: grammar / forced tokens): its mask is set on
-    # the core's sequence before each step; the core then samples one token per step, undrafted
+    # the core's sequence before each step; drafts are cut where it refuses them (_draft_check)
     constraint: object = None
 
 
 @dataclass
 class Event:
     """What a sequence produced: "token" (text / tokens / probs of one step) or "done" (data = summary)."""
-    kind: str                 # "begin" | "token" | "done" | "error"
+    kind: str                 # "begin" | "progress" (data: processed, total) | "token" | "done" | "error"
     text: str = ""
     tokens: list = field(default_factory=list)
     probs: list = field(default_factory=list)     # raw (token id, {"p": p, "top": [(id, p)]} or None) per token
@@ -70,6 +72,7 @@ class _Seq:
         self.has_new_line = False
         self.truncated = False
         self.n_cached = n_cached
+        self.n_processed = n_cached    # prompt tokens the sequence holds (what the last progress event said)
         self.t_first: Optional[float] = None
 
 
@@ -120,6 +123,23 @@ def ngram_params(core, settings: Optional[dict]):
     return ng
 
 
+def _draft_check(gen_ref):
+    """The core's draft check (Context.set_draft_check): a constrained sequence's draft, cut before an
+    end-of-generation token (the target samples it itself) -> (k, the masks after each kept token).
+    Holds the Generator weakly: the Context it is set on belongs to it."""
+    def check(seq: int, draft: list):
+        gen = gen_ref()
+        run = gen._seqs.get(seq) if gen is not None else None
+        if run is None or run.req.constraint is None:
+            return 0, None
+        for i, t in enumerate(draft):
+            if t in gen._eog:
+                draft = draft[:i]
+                break
+        return run.req.constraint.draft_masks(draft)
+    return check
+
+
 def uses_mtp(spec_type: str) -> bool:
     """Whether a spec type list ("draft-mtp,ngram-mod") needs the file's MTP layer loaded."""
     return "draft-mtp" in spec_type.split(",")
@@ -167,6 +187,9 @@ class Generator:
         self.n_ctx_seq = int(getattr(self.ctx, "n_ctx_seq", self.n_ctx // n_seq))
         self.held = [[] for _ in range(n_seq)]   # the tokens each sequence's memory holds (prompt + generated)
         self._seqs: dict = {}                    # seq -> _Seq while running
+        self._eog = frozenset(model.eog_ids)
+        if self.spec != "none":  # drafts of constrained sequences are checked against their grammar
+            self.ctx.set_draft_check(_draft_check(weakref.ref(self)))
 
     @classmethod
     def from_params(cls, model: Model, p, n_seq: int) -> "Generator":
@@ -279,6 +302,12 @@ class Generator:
             run = self._seqs.get(seq)
             if run is not None:
                 self._on_result(seq, run, r, events)
+        for seq, run in self._seqs.items():
+            if run.req.progress and not run.tokens:  # still in its prompt (the first token ends that part)
+                pos = self.ctx.seq_pos(seq)
+                if pos != run.n_processed:
+                    run.n_processed = pos
+                    events.append(Event("progress", data={"processed": pos, "total": len(run.req.prompt)}, seq=seq))
         return events
 
     def run(self, req: Request, seq: int = 0) -> Iterator[Event]:

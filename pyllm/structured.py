@@ -8,6 +8,7 @@ Sampler.sample(logits, allowed=mask) takes.
 """
 from __future__ import annotations
 
+import copy
 import json
 
 import numpy as np
@@ -20,6 +21,9 @@ except ImportError:  # pragma: no cover - a dependency; kept importable for a cl
 ATTR_CONTROL = 1 << 3
 ATTR_USER_DEFINED = 1 << 4
 _ANY = r"/(.|\n)*/"
+# the whitespace between a think block and the constrained output, bounded as llama.cpp's `space` rule is
+# (| " " | "\n"{1,2} [ \t]{0,20}): unbounded, a small model can emit blanks until max_tokens
+THINK_SPACE = r"/( |\n\n?[ \t]{0,20})?/"
 
 
 class GrammarError(ValueError):
@@ -121,7 +125,7 @@ def after_thinking(grammar: str, forced_open: bool, lit=json.dumps) -> str:
         return grammar
     _need_llg()
     main = "%llguidance {}\nstart: think WS @inner\nthink[lazy]: TEXT " + lit("</think>") + "\nTEXT: " + _ANY + \
-           "\nWS: /[ \\t\\n]*/\n"
+           "\nWS: " + THINK_SPACE + "\n"
     return json.dumps({"grammars": [{"name": "main", "lark_grammar": main}, {"name": "inner", **_as_obj(grammar)}]})
 
 
@@ -185,8 +189,8 @@ class GuidanceTokenizer:
 class GrammarMatcher:
     """One request's grammar state. compute_mask() -> int32 bitmask of the tokens allowed next;
     commit(token) after a token is chosen; is_accepting() (EOS allowed), is_stopped() (only EOS
-    left). validate_draft(ids) -> how many leading draft tokens the grammar accepts, and
-    draft_masks(ids) -> the masks of every verification position, for MTP."""
+    left). validate_draft(ids) -> how many leading draft tokens the grammar accepts; try_commit and
+    rollback: TokenConstraint.draft_masks' lookahead."""
 
     def __init__(self, gtok: GuidanceTokenizer, grammar: str, field: str = "grammar"):
         _need_llg()
@@ -213,22 +217,12 @@ class GrammarMatcher:
         if not self.m.consume_token(int(token)):
             raise RuntimeError(f"grammar rejected token {token}: {self.m.get_error()}")
 
+    def try_commit(self, token: int) -> bool:
+        """Consume `token` if the grammar takes it (a draft's lookahead, undone with rollback)."""
+        return bool(self.m.consume_token(int(token)))
+
     def validate_draft(self, tokens) -> int:
         return self.m.validate_tokens([int(t) for t in tokens])
-
-    def draft_masks(self, tokens) -> np.ndarray:
-        """[len(tokens)+1, n_words]: the mask before each draft token and after the last one
-        (rows past the first rejected token are left all-zero)."""
-        out = np.zeros((len(tokens) + 1, self.gtok.n_words), dtype=np.int32)
-        n = 0
-        for i, t in enumerate(list(tokens) + [None]):
-            self.compute_mask(out[i])
-            if t is None or not (int(out[i][t >> 5]) >> (t & 31)) & 1 or not self.m.consume_token(int(t)):
-                break
-            n += 1
-        if n:
-            self.m.rollback(n)
-        return out
 
     def rollback(self, n: int) -> None:
         if n and not self.m.rollback(n):
@@ -257,28 +251,69 @@ def mask_to_bool(mask: np.ndarray, n_vocab: int) -> np.ndarray:
 class TokenConstraint:
     """What one sequence's next token may be: the grammar's mask, or the reasoning budget's forced
     token (as a one-token mask) while it forces the end of the think block. The generation loop
-    sets next_mask() on the core's sequence before each step and commit()s each token produced."""
+    sets next_mask() on the core's sequence before each step and commit()s each token produced;
+    draft_masks() checks a speculative draft against both (MTP and the other drafters)."""
 
     def __init__(self, n_vocab: int, matcher: GrammarMatcher | None = None, budget=None):
         self.matcher, self.budget = matcher, budget
         self.n_words = (n_vocab + 31) // 32
         self._one = np.zeros(self.n_words, dtype=np.int32)
+        self._last = None  # what next_mask() returned last: the mask of the next token
 
     def next_mask(self) -> np.ndarray | None:
         """The mask for the next token, None when nothing constrains it any more."""
+        self._last = self._mask(None, self._one)
+        return self._last
+
+    def _mask(self, out, one):
         forced = self.budget.forced() if self.budget is not None else None
         if forced is not None and (self.matcher is None or self.matcher.allowed_next(forced)):
-            self._one[:] = 0
-            self._one.view(np.uint32)[forced >> 5] = 1 << (forced & 31)
-            return self._one
+            one = one if out is None else out
+            one[:] = 0
+            one.view(np.uint32)[forced >> 5] = 1 << (forced & 31)
+            return one
         if self.matcher is not None:
-            return self.matcher.compute_mask()
+            return self.matcher.compute_mask(out)
         if self.budget is not None and not self.budget.done:
-            return np.full(self.n_words, -1, dtype=np.int32)  # free now, the budget may force later
+            return np.full(self.n_words, -1, dtype=np.int32) if out is None else _fill(out)  # the budget may force later
         return None
+
+    def draft_masks(self, draft) -> tuple[int, np.ndarray]:
+        """(k, masks [k, n_words]): how many leading tokens of a draft the constraint accepts -- each
+        must be allowed by the mask before it, starting from next_mask()'s -- and the mask after each
+        kept token (what plain decoding would compute there). The state is put back afterwards."""
+        rows = np.zeros((len(draft), self.n_words), dtype=np.int32)
+        cur, k = self._last, 0
+        if cur is None:
+            return 0, rows[:0]
+        saved = copy.deepcopy(self.budget) if self.budget is not None else None
+        try:
+            for t in draft:
+                t = int(t)
+                if not (int(cur[t >> 5]) >> (t & 31)) & 1:
+                    break
+                if self.matcher is not None and not self.matcher.try_commit(t):
+                    break
+                if self.budget is not None:
+                    self.budget.accept(t)
+                cur = self._mask(rows[k], None)
+                if cur is None:  # unconstrained from here: every token allowed
+                    cur = _fill(rows[k])
+                k += 1
+        finally:
+            if self.matcher is not None:
+                self.matcher.rollback(k)
+            if saved is not None:  # in place: the budget may be shared
+                self.budget.__dict__.update(saved.__dict__)
+        return k, rows[:k]
 
     def commit(self, token: int) -> None:
         if self.budget is not None:
             self.budget.accept(token)
         if self.matcher is not None:
             self.matcher.commit(token)
+
+
+def _fill(row: np.ndarray) -> np.ndarray:
+    row[:] = -1
+    return row

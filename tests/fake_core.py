@@ -268,6 +268,9 @@ class Context:
         self.seq_end(seq)
         self.seqs[seq].tokens = []
 
+    def set_draft_check(self, fn):
+        self.draft_check = fn  # the fake core has no constrained decoding: kept, never called
+
     # the prompt cache: checkpoints are the real core's concern (no recurrent state here); a state is the tokens
     def set_checkpoints(self, n_max: int, min_step: int):
         if n_max < 0 or min_step < 0:

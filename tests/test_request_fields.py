@@ -29,12 +29,15 @@ PREFILL = [{"role": "user", "content": "Tell me a story."}, {"role": "assistant"
 
 
 def _progress_ok(evs, empty):
-    """prompt_progress chunks: first 0% of the new part (processed == cache), then 100%, then the tokens."""
+    """prompt_progress chunks: first 0% of the new part (processed == cache), one after each prompt batch (the
+    prefill also stops at context checkpoints: message starts), the last 100%, then the tokens."""
     pp = [e for e in evs if "prompt_progress" in e]
-    assert len(pp) == 2 and all(empty(e) for e in pp), pp
-    a, b = pp[0]["prompt_progress"], pp[1]["prompt_progress"]
+    assert len(pp) >= 2 and all(empty(e) for e in pp), pp
+    a, b = pp[0]["prompt_progress"], pp[-1]["prompt_progress"]
     assert a["processed"] == a["cache"] < a["total"] == b["total"] == b["processed"] and b["time_ms"] >= 0
-    assert evs.index(pp[1]) == 1  # before the first token
+    done = [e["prompt_progress"]["processed"] for e in pp]
+    assert done == sorted(set(done))
+    assert evs.index(pp[-1]) == len(pp) - 1  # all before the first token
     return True
 
 
@@ -226,6 +229,59 @@ def test_return_progress_shapes(srv, route):
         assert _progress_ok(evs, lambda e: e["choices"][0]["delta"] == {"role": "assistant", "content": None})
     else:
         assert _progress_ok(evs, lambda e: e["choices"][0]["text"] == "")
+
+
+def test_return_progress_between_batches():
+    """A prompt longer than a batch (-b 16): a prompt_progress chunk after each batch, as llama-server sends them,
+    processed rising from the cached part to the whole prompt; a prompt that shares a prefix starts at its cache."""
+    prompt = " ".join(f"word{i}" for i in range(40))
+    with Server("-c", "1024", "-np", "1", "-b", "16", "-ub", "16") as s:
+        for route, body in ((N, {"prompt": prompt, "n_predict": 2}),
+                            (C, {"messages": [{"role": "user", "content": prompt}], "max_tokens": 2}),
+                            (N, {"prompt": prompt + " and more words at the end", "n_predict": 2})):
+            rc, evs = send(s, route, {**body, "stream": True, "return_progress": True, "temperature": 0.0})
+            assert rc == 200
+            pp = [e["prompt_progress"] for e in evs if "prompt_progress" in e]
+            first_token = next(i for i, e in enumerate(evs) if "prompt_progress" not in e)
+            assert first_token == len(pp)  # all before the first token
+            done = [p["processed"] for p in pp]
+            total, cache = pp[0]["total"], pp[0]["cache"]
+            assert done[0] == cache and done[-1] == total and done == sorted(set(done)), pp
+            assert len(pp) >= 2 + (total - cache - 1) // 16, done  # 0%, one per batch (or checkpoint), the last
+            assert all(0 < b - a <= 16 for a, b in zip(done, done[1:])) and all(p["total"] == total for p in pp)
+            assert [p["time_ms"] for p in pp] == sorted(p["time_ms"] for p in pp)
+        assert cache > 0  # the third prompt reused the first one's prefix
+        rc, evs = send(s, N, {"prompt": prompt, "n_predict": 2, "stream": True, "cache_prompt": False})
+        assert rc == 200 and not any("prompt_progress" in e for e in evs)  # only when asked
+
+
+def test_verbose_in_streams(srv):
+    """`verbose` as llama-server: a /v1/completions stream carries each chunk's native form (the final one's is the
+    native final JSON, with the prompt); a chat stream carries the native final JSON on its final result's first
+    chunk; without `verbose` nothing."""
+    rc, evs = send(srv, O, {"prompt": NATIVE["prompt"], "max_tokens": 4, "stream": True, "verbose": True})
+    evs = [e for e in evs if e != "[DONE]"]
+    assert rc == 200 and all("__verbose" in e for e in evs)
+    assert [e["__verbose"]["content"] for e in evs[:-1]] == [e["choices"][0]["text"] for e in evs[:-1]]
+    assert evs[-1]["__verbose"]["stop"] is True and evs[-1]["__verbose"]["prompt"].endswith(NATIVE["prompt"])
+    rc, evs = send(srv, C, {**CHAT, "max_tokens": 4, "stream": True, "verbose": True})
+    evs = [e for e in evs if e != "[DONE]"]
+    tagged = [k for k, e in enumerate(evs) if "__verbose" in e]
+    assert rc == 200 and len(tagged) == 1 and evs[tagged[0]]["__verbose"]["stop"] is True
+    assert evs[tagged[0]]["__verbose"]["tokens_predicted"] == 4 and tagged[0] >= len(evs) - 2
+    rc, evs = send(srv, C, {**CHAT, "max_tokens": 4, "stream": True})
+    assert not any("__verbose" in e for e in evs if e != "[DONE]")
+
+
+@pytest.mark.parametrize("flags", [("-v",), ("-lv", "10")])
+def test_verbose_default_from_the_log_verbosity(flags):
+    """llama-server: requests default to verbose when the log verbosity is above 9 (-v sets it to infinity)."""
+    with Server("-c", "256", "-np", "1", *flags, fake=True) as s:
+        r = s.post(O, {"prompt": "hello", "max_tokens": 2}).json()
+        assert r["__verbose"]["stop"] is True
+        assert "__verbose" not in s.post(O, {"prompt": "hello", "max_tokens": 2, "verbose": False}).json()
+    with Server("-c", "256", "-np", "1", "-lv", "9", fake=True) as s:
+        assert "__verbose" not in s.post(O, {"prompt": "hello", "max_tokens": 2}).json()
 
 
 def test_assistant_prefill(srv):

@@ -14,8 +14,8 @@ from pyllm import _core  # noqa: E402
 from pyllm.sampling import sampler_params  # noqa: E402
 from pyllm.chat import prepare_messages, render_chat, template_caps  # noqa: E402
 from pyllm.reasoning import split_reasoning, thinking_open_at_end  # noqa: E402
-from pyllm.structured import (GrammarError, GrammarMatcher, GuidanceTokenizer, after_thinking,  # noqa: E402
-                              gbnf_grammar, mask_to_bool, request_grammar)
+from pyllm.structured import (GrammarError, GrammarMatcher, GuidanceTokenizer, TokenConstraint,  # noqa: E402
+                              after_thinking, gbnf_grammar, mask_to_bool, request_grammar)
 from pyllm.toolcalls import ToolCallParser, detect_format, get_format, parse_tool_calls, plan_tools  # noqa: E402
 from pyllm.toolcalls.grammar import tool_call_grammar  # noqa: E402
 
@@ -121,11 +121,11 @@ def test_draft_masks_and_validation(gtok, qwen):
     good = list(tok.tokenize("hello world", False, False))
     bad = good[:1] + list(tok.tokenize(" nope", False, False))
     assert m.validate_draft(good) == len(good) and m.validate_draft(bad) == 1
-    masks = m.draft_masks(bad)
-    assert masks.shape == (len(bad) + 1, gtok.n_words)
-    assert mask_to_bool(masks[0], gtok.n_vocab)[good[0]] and mask_to_bool(masks[1], gtok.n_vocab)[good[1]]
-    assert not mask_to_bool(masks[1], gtok.n_vocab)[bad[1]]
-    assert not masks[2].any()  # past the rejected draft token
+    con = TokenConstraint(qwen.n_vocab, m)
+    assert mask_to_bool(con.next_mask(), gtok.n_vocab)[good[0]]
+    k, masks = con.draft_masks(bad)  # the drafts' lookahead (tests/test_structured_spec.py: under MTP)
+    assert k == 1 and masks.shape == (1, gtok.n_words)
+    assert mask_to_bool(masks[0], gtok.n_vocab)[good[1]] and not mask_to_bool(masks[0], gtok.n_vocab)[bad[1]]
     assert m.validate_draft(good) == len(good)  # state unchanged by the lookahead
 
 

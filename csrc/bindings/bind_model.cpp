@@ -1,3 +1,5 @@
+#include <memory>
+
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -272,6 +274,32 @@ void bind_model(nb::module_& m) {
         c.seq_set_allowed(seq, std::vector<uint32_t>(m, m + mask.shape(0)));
       }, nb::arg("seq"), nb::arg("mask"),
       "Constrain seq's next token to the int32 bitmask (llguidance layout); see Context::seq_set_allowed.")
+      .def("set_draft_check", [](Context& c, nb::object fn) {
+        if (fn.is_none()) { c.set_draft_check(nullptr); return; }
+        // called from step() without the GIL; the callable is only touched with it (it is set and
+        // dropped by Python calls, which hold it)
+        auto f = std::make_shared<nb::object>(std::move(fn));
+        c.set_draft_check([f](int seq, const std::vector<int32_t>& draft, std::vector<uint32_t>& masks) -> int {
+          nb::gil_scoped_acquire gil;
+          try {
+            nb::tuple r = nb::cast<nb::tuple>((*f)(seq, draft));
+            const int k = nb::cast<int>(r[0]);
+            if (k > 0) {
+              auto a = nb::cast<nb::ndarray<const int32_t, nb::c_contig, nb::device::cpu>>(r[1]);
+              const uint32_t* p = reinterpret_cast<const uint32_t*>(a.data());
+              masks.assign(p, p + a.size());
+            }
+            return k;
+          } catch (nb::python_error& e) {
+            throw std::runtime_error(std::string("draft check: ") + e.what());
+          } catch (nb::cast_error&) {
+            throw std::runtime_error("draft check: must return (k, int32 masks [k][n_words])");
+          }
+        });
+      }, nb::arg("fn").none(),
+      "fn(seq, draft) -> (k, int32 masks [k][n_words]): the grammar check of constrained sequences' drafts "
+      "(Context::set_draft_check); None: they are not drafted. fn must not reference what owns the Context "
+      "(a cycle through it is never collected).")
       .def("seq_end", &Context::seq_end)
       .def("seq_clear", &Context::seq_clear)
       .def("seq_rm", &Context::seq_rm)

@@ -146,6 +146,20 @@ void Context::seq_set_allowed(int seq, std::vector<uint32_t> mask) {
   s.constrained = s.mask_ready = true;
 }
 
+void Context::check_draft(int seq, std::vector<int32_t>& draft) {
+  Seq& s = seqs_[seq];
+  const size_t words = ((size_t)model_.n_vocab + 31) / 32;
+  s.allowed.resize(words);  // the next token's row only
+  if (draft.empty()) return;
+  std::vector<uint32_t> rows;
+  const int k = draft_check_(seq, draft, rows);
+  if (k < 0 || k > (int)draft.size() || rows.size() != (size_t)k * words)
+    throw std::runtime_error("draft check of sequence " + std::to_string(seq) + " returned " + std::to_string(k) + " tokens and " +
+                             std::to_string(rows.size()) + " mask words for a draft of " + std::to_string(draft.size()));
+  draft.resize(k);
+  s.allowed.insert(s.allowed.end(), rows.begin(), rows.end());
+}
+
 const uint32_t* Context::take_mask(Seq& s) {
   if (!s.constrained) return nullptr;
   s.mask_ready = false;
@@ -273,12 +287,14 @@ std::vector<std::vector<int32_t>> Context::draft(const std::vector<int>& gen, st
     int m = std::min(s.n_max, n_ctx_seq_ - p0 - 2);
     if (s.auto_len) m = std::min(m, adaptive_->choose(si, (int)gen.size()));
     if (s.params.n_predict >= 0) m = std::min(m, s.params.n_predict - s.stats.n_gen - 1);
-    if (s.constrained) m = 0;  // drafts are not checked against the grammar (yet): none
+    if (s.constrained && !draft_check_) m = 0;  // drafts the grammar cannot check: none
     reqs.push_back({si, &s.cache, s.last, p0, std::max(0, m), s.n_min, s.p_min});
   }
   const int64_t f0 = drafter_ ? drafter_->n_draft_forwards() : 0;
   const double t0 = drafter_ ? drafter_->t_draft_ms() : 0.0;
   std::vector<std::vector<int32_t>> d = chain_->draft(reqs, which);
+  for (size_t g = 0; g < gen.size(); g++)
+    if (seqs_[gen[g]].constrained) check_draft(gen[g], d[g]);  // `which` stays: its drafter hears of 0 accepted
   for (size_t k = 0; k < chain_->names().size(); k++) gstats_.drafters[k].t_draft_ms += chain_->take_draft_ms((int)k);
   if (drafter_) {
     gstats_.n_draft_forwards = drafter_->n_draft_forwards();
@@ -363,9 +379,10 @@ void Context::generate_step(std::vector<StepOutput>& outs) {
   for (size_t g = 0; g < gen.size(); g++) {
     Seq& s = seqs_[gen[g]];
     const float* lg = logits_buf_.data() + (size_t)row0[g] * V;
-    const std::vector<int32_t> acc = sample_and_accept_n(*s.sampler, lg, V, drafts[g], model_, synth_probs_, s.synth_rng, take_mask(s));
+    const std::vector<int32_t> acc = sample_and_accept_n(*s.sampler, lg, V, drafts[g], model_, synth_probs_, s.synth_rng,
+                                                         take_mask(s), ((size_t)V + 31) / 32);
     const int a = (int)acc.size() - 1, p0 = batch_.pos[row0[g]];
-    if (!drafts[g].empty()) {
+    if (who[g] >= 0) {
       count_drafts(s, (int)drafts[g].size(), a, who[g]);
       chain_->accept(gen[g], who[g], a);
     }

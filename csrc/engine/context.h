@@ -4,6 +4,7 @@
 // parts live in csrc/speculative; this file is the recipe and the per-sequence bookkeeping.
 #pragma once
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -84,11 +85,16 @@ class Context {
   void seq_end(int seq);
   void seq_clear(int seq);
   // Constrained decoding (grammars, forced tokens): the allowed-token bitmask for seq's NEXT token.
-  // From the first call until the next seq_begin the sequence is constrained: it samples one token
-  // per step and only after a fresh mask was set (a step without one skips it), and it is not
-  // drafted (MTP stays lossless: the masked target token is the output either way). An empty mask
-  // lifts the constraint.
+  // From the first call until the next seq_begin the sequence is constrained: a step decodes it only
+  // after a fresh mask was set (a step without one skips it). Its drafts go through the draft check
+  // (none without one): cut at the first token the grammar refuses, each verification row sampled
+  // under that row's mask, so the output equals plain decoding. An empty mask lifts the constraint.
   void seq_set_allowed(int seq, std::vector<uint32_t> mask);
+  // The draft check of constrained sequences (pyllm.structured through the bindings): given seq's
+  // draft, returns k, how many leading tokens its grammar accepts, and fills masks with k rows of
+  // n_vocab/32 words, the allowed tokens after each kept token. Called inside step().
+  using DraftCheck = std::function<int(int seq, const std::vector<int32_t>& draft, std::vector<uint32_t>& masks)>;
+  void set_draft_check(DraftCheck f) { draft_check_ = std::move(f); }
   std::vector<StepOutput> step();
   int n_active() const;
   const SeqStats& seq_stats(int seq) const { check_seq(seq); return seqs_[seq].stats; }
@@ -134,7 +140,8 @@ class Context {
     SeqParams params;
     std::unique_ptr<TokenSampler> sampler;
     bool constrained = false, mask_ready = false;
-    std::vector<uint32_t> allowed;  // the mask for the next token (constrained sequences)
+    // constrained sequences: the mask of the next token, then one row per draft token it kept
+    std::vector<uint32_t> allowed;
     SeqStats stats;
     std::chrono::steady_clock::time_point t_start, t_gen_start;
     std::mt19937 synth_rng;
@@ -156,7 +163,9 @@ class Context {
   StepOutput emit(int seq, const std::vector<int32_t>& acc, const float* logits);
   StepToken make_token(int32_t id, const float* logits, int n_probs) const;
   bool finish_token(Seq& s, StepOutput& out, int32_t id);
-  const uint32_t* take_mask(Seq& s);  // the mask for this token (constrained) or null; one mask, one token
+  // the masks of this step's rows (constrained) or null; one mask set, one step
+  const uint32_t* take_mask(Seq& s);
+  void check_draft(int seq, std::vector<int32_t>& draft);  // cut a constrained draft, its masks into allowed
   // checkpoints (context_cache.cpp)
   bool ckpt_on() const { return ckpt_n_max_ > 0 && mem_->has_recurrent(); }
   int32_t ckpt_split(const Seq& s, int32_t p0) const;  // the next prefill position wanting a checkpoint
@@ -177,6 +186,7 @@ class Context {
   int n_draft_max_ = 0;
   int n_planes_ = 1;                    // recurrent planes of the target memory (rs_checkpoint.h)
   std::vector<RsCheckpoint> ckpt_;      // per sequence: the state before a verification longer than them
+  DraftCheck draft_check_;              // null: constrained sequences are not drafted
   std::vector<Seq> seqs_;
   GlobalStats gstats_;
   // per-step scratch, reused: logits [rows][n_vocab] and target hidden states [rows][n_embd]

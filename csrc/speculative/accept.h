@@ -18,10 +18,12 @@ namespace pyllm {
 //
 // synth_probs (benchmark only, from check_spec_params): draft i is kept with probability
 // synth_probs[i] whatever the target sampled (the output is then not valid); rng draws the coin.
-// allowed0 (optional): the grammar mask of the first row; a constrained sequence brings no drafts.
+// masks (optional, a constrained sequence): [draft.size() + 1][mask_words] grammar masks, row i the
+// allowed tokens of verification row i (what the grammar allows after d1..di); every draft token
+// was checked against its row, so the target samples each row exactly as plain decoding would.
 std::vector<int32_t> sample_and_accept_n(TokenSampler& smpl, const float* logits, int64_t n_vocab,
                                          const std::vector<int32_t>& draft, const Model& model,
                                          const std::vector<double>& synth_probs, std::mt19937& rng,
-                                         const uint32_t* allowed0 = nullptr);
+                                         const uint32_t* masks = nullptr, size_t mask_words = 0);
 
 }  // namespace pyllm

@@ -93,7 +93,8 @@ async def run_completion(request: Request, kind: str):
                               n_probs=req["n_probs"], post_sampling_probs=req["post_sampling_probs"],
                               id_slot=req["id_slot"], cache_prompt=req["cache_prompt"], stream=req["stream"],
                               index=len(tasks), params_json=slot_params,
-                              timings_per_token=bool(req.get("timings_per_token")), constraint=con))
+                              timings_per_token=bool(req.get("timings_per_token")), constraint=con,
+                              return_progress=bool(req["stream"] and req["return_progress"])))
     queue: asyncio.Queue = asyncio.Queue()
     for t in tasks:
         e.submit(t, queue)
@@ -187,6 +188,7 @@ async def stream_gen(e, kind: str, tasks, queue, first: Event, shapes: Shapes, r
     ping = shapes.req["sse_ping_interval"]
     pending: Optional[Event] = first
     progress = shapes.req["return_progress"]  # prompt_progress chunks {total, cache, processed, time_ms}
+    verbose = shapes.req["verbose"]
     t_begin, n_cache, prompt_done = [time.monotonic()] * n, [0] * n, [False] * n
     try:
         while remaining:
@@ -205,6 +207,10 @@ async def stream_gen(e, kind: str, tasks, queue, first: Event, shapes: Shapes, r
                 if progress:  # prompt processing starts: processed = the cached part
                     yield sse(_progress(kind, shapes, t, i, n_cache[i], n_cache[i], 0))
                 continue
+            if ev.kind == "progress":  # between prompt batches (llama-server: after each one)
+                yield sse(_progress(kind, shapes, t, i, ev.data["processed"], n_cache[i],
+                                    int((time.monotonic() - t_begin[i]) * 1000)))
+                continue
             if progress and ev.kind == "token" and not prompt_done[i]:  # the prompt is in: 100%
                 prompt_done[i] = True
                 yield sse(_progress(kind, shapes, t, i, len(t.prompt), n_cache[i],
@@ -219,9 +225,9 @@ async def stream_gen(e, kind: str, tasks, queue, first: Event, shapes: Shapes, r
             if ev.kind == "token":
                 if kind == "native":
                     yield sse(shapes.native_partial(t, ev))
-                elif kind == "oai":
+                elif kind == "oai":  # verbose: every chunk carries its native form, as llama-server's
                     yield sse(shapes.oai("text_completion", [shapes.completion_choice(i, ev.text, ev.probs, None)],
-                                         timings=timings))
+                                         timings=timings, verbose=shapes.native_partial(t, ev) if verbose else None))
                 else:
                     deltas = [event_to_delta(d) for d in outs[i].feed(ev.text)]
                     if not deltas and (ev.probs or timings):
@@ -236,17 +242,20 @@ async def stream_gen(e, kind: str, tasks, queue, first: Event, shapes: Shapes, r
                 remaining -= 1
                 last = remaining == 0
                 reason = finish_reason(ev.data["stop_type"])
+                native = shapes.native_final(t, ev.data, "", [], True)
                 if kind == "native":
-                    yield sse(shapes.native_final(t, ev.data, "", [], True))
+                    yield sse(native)
                 elif kind == "oai":
                     yield sse(shapes.oai("text_completion", [shapes.completion_choice(i, "", None, reason)],
-                                         usage([ev.data]), timings))
-                else:
+                                         usage([ev.data]), timings, native))
+                else:  # verbose: the native final JSON on the final result's first chunk
                     for d in outs[i].finish():
-                        yield sse(shapes.chat_chunk(i, event_to_delta(d)))
+                        yield sse(shapes.chat_chunk(i, event_to_delta(d), verbose=native))
+                        native = None
                     reason = chat_finish_reason(ev.data["stop_type"], len(outs[i].tool_calls))
                     with_usage = last and shapes.include_usage
-                    yield sse(shapes.chat_chunk(i, {}, reason, timings=None if with_usage else timings))
+                    yield sse(shapes.chat_chunk(i, {}, reason, timings=None if with_usage else timings,
+                                                verbose=native))
                     if with_usage:
                         yield sse(shapes.chat_usage_chunk([f for f in fins if f], timings))
         if kind != "native":
@@ -259,11 +268,13 @@ async def stream_gen(e, kind: str, tasks, queue, first: Event, shapes: Shapes, r
 def _progress(kind: str, shapes: Shapes, t, i: int, processed: int, cache: int, time_ms: int) -> dict:
     """A prompt_progress chunk (llama-server's is_progress partial result) in the route's shape."""
     pp = {"total": len(t.prompt), "cache": cache, "processed": processed, "time_ms": time_ms}
+    native = {"index": t.index, "content": "", "tokens": [], "stop": False, "id_slot": t.slot,
+              "tokens_predicted": 0, "tokens_evaluated": len(t.prompt)}
     if kind == "native":
-        d = {"index": t.index, "content": "", "tokens": [], "stop": False, "id_slot": t.slot,
-             "tokens_predicted": 0, "tokens_evaluated": len(t.prompt)}
+        d = native
     elif kind == "oai":
-        d = shapes.oai("text_completion", [shapes.completion_choice(i, "", None, None)])
+        d = shapes.oai("text_completion", [shapes.completion_choice(i, "", None, None)],
+                       verbose={**native, "prompt_progress": pp})
     else:
         d = shapes.chat_chunk(i, {"role": "assistant", "content": None})
     d["prompt_progress"] = pp

@@ -44,6 +44,7 @@ class Task:
     index: int = 0                        # position in a multi-prompt / n>1 request
     params_json: Optional[dict] = None    # task_params JSON shown by /slots
     timings_per_token: bool = False       # partial results carry timings (llama-server's timings_per_token)
+    return_progress: bool = False         # "progress" events between prompt batches (streamed prompt_progress)
     constraint: object = None             # pyllm.structured.TokenConstraint (grammar / schema / tool calls)
     id: int = field(default_factory=lambda: next(_task_ids))
     # filled in by the engine
@@ -55,7 +56,7 @@ class Task:
     def request(self) -> Request:
         return Request(prompt=self.prompt, sampling=self.params, n_predict=self.n_predict, stop=list(self.stop),
                        n_probs=self.n_probs, cache_prompt=self.cache_prompt, timings_per_token=self.timings_per_token,
-                       constraint=self.constraint)
+                       constraint=self.constraint, progress=self.return_progress)
 
 
 class Engine:
@@ -325,6 +326,9 @@ class Engine:
                     self._deliver(task, ev)
 
     def _deliver(self, task: Task, ev: Event):
+        if ev.kind == "progress":
+            self._emit(task, ev)
+            return
         if ev.kind == "token":
             ev.probs = [prob_entry(self.model, tok, pr, task.post_sampling_probs) for tok, pr in ev.probs]
             self._emit(task, ev)

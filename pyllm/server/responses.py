@@ -105,8 +105,9 @@ class Shapes:
             d["timings"] = timings
         return d
 
-    def chat_chunk(self, index: int, delta: dict, finish=None, probs=None, timings=None) -> dict:
-        """A chat.completion.chunk with one choice."""
+    def chat_chunk(self, index: int, delta: dict, finish=None, probs=None, timings=None, verbose=None) -> dict:
+        """A chat.completion.chunk with one choice (verbose: the native final JSON, on the final result's first
+        chunk when the request has `verbose`)."""
         choice = {"finish_reason": finish, "index": index, "delta": delta}
         if probs is not None and self.req["n_probs"] > 0:
             choice["logprobs"] = {"content": probs}
@@ -114,6 +115,8 @@ class Shapes:
              "system_fingerprint": self.build_info, "object": "chat.completion.chunk"}
         if timings is not None:
             d["timings"] = timings
+        if verbose is not None and self.req["verbose"]:
+            d["__verbose"] = verbose
         return d
 
     def chat_usage_chunk(self, fins, timings) -> dict:

@@ -219,7 +219,7 @@ def defaults_from_cli(p: Params) -> dict:
         "adaptive_target": -1.0, "adaptive_decay": 0.9, "min_keep": p.min_keep, "n_probs": p.n_probs,
         "stream": False, "cache_prompt": p.cache_prompt, "ignore_eos": p.ignore_eos, "post_sampling_probs": False,
         "return_tokens": False, "return_progress": False, "timings_per_token": False, "backend_sampling": False,
-        "verbose": p.verbose, "stop": list(p.antiprompt), "logit_bias": [], "id_slot": -1, "n_cmpl": 1,
+        "verbose": p.verbose or p.verbosity > 9, "stop": list(p.antiprompt), "logit_bias": [], "id_slot": -1, "n_cmpl": 1,
         "samplers": list(p.samplers), "response_fields": [], "dry_sequence_breakers": list(DRY_BREAKERS),
     }
 

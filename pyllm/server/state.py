@@ -12,6 +12,7 @@ from fastapi.responses import Response
 
 from .. import __version__
 from ..args import Params
+from ..log import log
 from . import webui
 from .engine import Engine
 from .schemas import ApiError, parse_json_body
@@ -72,6 +73,14 @@ def _spell(name: bytes) -> bytes:
     return b"-".join(w[:1].upper() + w[1:] for w in name.split(b"-"))
 
 
+def _is_localhost(origin: str) -> bool:
+    from urllib.parse import urlparse
+    try:
+        return (urlparse(origin).hostname or "") in ("localhost", "127.0.0.1", "::1")
+    except ValueError:
+        return False
+
+
 class Gate:
     """Pure-ASGI middleware: Server header, CORS, loading 503, API key, body size (order as llama-server)."""
 
@@ -86,18 +95,19 @@ class Gate:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         origin = headers.get("origin")
         extra = [(b"Server", b"llama.cpp")]
+        # llama-server's CORS (section 1): with credentials, "*" echoes the request's Origin (empty without one);
+        # "localhost" echoes only a localhost origin; anything else is sent as given
         allow = None
-        if p.cors_origins == "*":
-            allow = origin if (origin and p.cors_credentials) else "*"
+        if p.cors_origins == "*" and p.cors_credentials:
+            allow = origin or ""
         elif p.cors_origins == "localhost":
-            if origin:
-                from urllib.parse import urlparse
-                host = urlparse(origin).hostname or ""
-                if host in ("localhost", "127.0.0.1", "::1"):
-                    allow = origin
+            if origin and _is_localhost(origin):
+                allow = origin
+            elif origin:
+                log(f"(CORS) skip non-localhost origin: {origin}", "srv", "operator()", "W")
         else:
             allow = p.cors_origins
-        if allow:
+        if allow is not None:
             extra.append((b"Access-Control-Allow-Origin", allow.encode("latin-1")))
 
         async def send2(msg):

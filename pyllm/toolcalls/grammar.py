@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 
+from ..structured import THINK_SPACE
 from .choice import ToolPlan
 from .formats import ToolFormat, call_schema, generic_schema
 
@@ -140,7 +141,7 @@ def tool_call_grammar(fmt: ToolFormat, plan: ToolPlan, lit=json.dumps, thinking_
     else:
         raise ValueError(f"no tool-call grammar for format {fmt.name}")
     lines.append("TEXT: " + _ANY)
-    lines.append("WS: /[ \\t\\n]*/")
+    lines.append("WS: " + THINK_SPACE)
     if thinking_open:
         lines.append(f'think[lazy]: TEXT {lit("</think>")}')
     return "\n".join(lines) + "\n"
