@@ -54,7 +54,8 @@ def test_defaults_and_lists():
     (["-ctk", "q5_1"], "KV cache holds"), (["-ctv", "q4_2"], "-ctv"), (["-o", "xml"], "xml"), (["-r", "0"], "-r"),
     (["-p"], "missing value"), (["-p", "1-x"], "-p"), (["-pg", "8"], "-pg"), (["-pg", "a,b"], "-pg"),
     (["-t", "0"], "n_threads"), (["-b", "0"], "n_batch"), (["--delay", "-1"], "--delay"),
-    (["--spec-draft-n-max", "3"], "--spec-draft-n-max"), (["-C", "0x1"], "CPU masks"), (["-hf", "x/y"], "-hf")])
+    (["--spec-draft-n-max", "3"], "--spec-draft-n-max"), (["-C", "0x1"], "CPU masks"), (["-hf", "x/y"], "-hf"),
+    (["-mmp", "2"], "-mmp")])
 def test_bad_flags(argv, msg):
     with pytest.raises(BenchArgError) as e:
         parse_args(argv)
@@ -86,6 +87,18 @@ def test_llama_bench_argv():
     a = llama_bench_argv(Instance("m.gguf", 0, 128, 16, 64, 32, "f16", "f16", 1))
     assert a[a.index("-n") + 1] == "128" and a[a.index("-p") + 1] == "0" and "-pg" not in a
     assert a[a.index("-d") + 1] == "16" and a[a.index("-b") + 1] == "64" and a[a.index("-ub") + 1] == "32"
+    assert "-mmp" not in a  # each side's default unless -mmp is given
+
+
+def test_mmap_flag(capsys):
+    """-mmp 0,1: both residencies, passed on to llama-bench, the mmap column and the use_mmap field."""
+    p = parse_args(["-mmp", "0,1", "-p", "8", "-n", "0"])
+    ins = instances(p)
+    assert [i.use_mmap for i in ins] == [0, 1]
+    assert llama_bench_argv(ins[0])[-2:] == ["-mmp", "0"]
+    assert main(["-m", str(TINY), "-mmp", "0,1", "-p", "8", "-n", "0", "-r", "1", "-o", "jsonl"]) == 0
+    rows = [json.loads(l) for l in capsys.readouterr().out.splitlines() if l.strip()]
+    assert [r["use_mmap"] for r in rows] == [False, True]
 
 
 # ---------------------------------------------------------------------------------------------------------------

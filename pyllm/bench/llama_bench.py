@@ -181,13 +181,14 @@ class PyllmRunner:
     def __init__(self, verbose: bool = False):
         self.verbose = verbose
         self.path: Optional[str] = None
+        self.use_mmap: Optional[int] = None
         self.model = None
         self.info: Dict = {}
         self.weights: Optional[WeightModel] = None
         self.rng = random.Random(1)  # llama-bench's std::rand() is unseeded: a fixed sequence as well
 
-    def load(self, path: str):
-        if path == self.path:
+    def load(self, path: str, use_mmap: Optional[int] = None):
+        if (path, use_mmap) == (self.path, self.use_mmap):
             return
         core = _core()
         self.model = None
@@ -195,7 +196,7 @@ class PyllmRunner:
             raise BenchError(f"error: failed to load model '{path}': no such file")
         t0 = time.perf_counter()
         try:
-            self.model = core.Model(path, load_mtp=False)
+            self.model = core.Model(path, load_mtp=False, mmap=-1 if use_mmap is None else use_mmap)
             gf = core.GGUFFile(path)
         except (ValueError, OSError, RuntimeError) as e:
             raise BenchError(f"error: failed to load model '{path}': {e}")
@@ -209,7 +210,8 @@ class PyllmRunner:
         self.bos = tok.bos if tok.add_bos and tok.bos >= 0 else None
         self.n_vocab = int(self.model.n_vocab)
         self.weights = WeightModel(gf)
-        self.path = path
+        self.info["use_mmap"] = not bool(getattr(self.model, "weights_copied", False))
+        self.path, self.use_mmap = path, use_mmap
 
     def context(self, inst: Instance):
         n_ctx = max(8, inst.n_prompt + inst.n_gen + inst.n_depth)
@@ -384,7 +386,7 @@ def run(params: BenchParams, out=None, err=None) -> int:
 
     for i, inst in enumerate(insts, 1):
         progress(i, "starting")
-        runner.load(inst.model)
+        runner.load(inst.model, inst.use_mmap)
         ctx = runner.context(inst)
         test_time = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         if params.delay:

@@ -68,6 +68,8 @@ test parameters:
   -ctk, --cache-type-k <t>              (default: f16; pyllm: f16, bf16, q8_0, q4_0)
   -ctv, --cache-type-v <t>              (default: f16)
   -t, --threads <n>                     (default: physical cores: {threads})
+  -mmp, --mmap <0|1>                    (default: pyllm reads the file into memory when it takes at most half
+                                        of the available memory, else maps it; llama-bench maps it)
 
 pyllm additions:
   --vs PATH                             also run llama-bench (PATH) on the same file and flags, interleaved
@@ -148,6 +150,7 @@ class BenchParams:
     type_k: List[str] = field(default_factory=list)
     type_v: List[str] = field(default_factory=list)
     n_threads: List[int] = field(default_factory=list)
+    use_mmap: List[int] = field(default_factory=list)  # empty: each side's default
     reps: int = 5
     delay: int = 0
     output: str = "md"
@@ -175,6 +178,7 @@ class Instance:
     type_k: str
     type_v: str
     n_threads: int
+    use_mmap: Optional[int] = None  # -mmp (None: each side's default)
 
     @property
     def name(self) -> str:
@@ -234,6 +238,11 @@ def parse_args(argv: List[str]) -> BenchParams:
                 getattr(p, lists[arg]).extend(parse_int_range(v))
             except BenchArgError as e:
                 raise BenchArgError(f"error: {e} (for {raw})")
+        elif arg in ("-mmp", "--mmap"):
+            for v in value().split(","):
+                if v not in ("0", "1"):
+                    raise BenchArgError(f"error: invalid parameter for argument: {raw} '{v}' (0 or 1)")
+                p.use_mmap.append(int(v))
         elif arg == "-pg":
             v = value()
             parts = v.split(",")
@@ -305,9 +314,10 @@ def instances(p: BenchParams) -> List[Instance]:
                 for tk in p.type_k:
                     for tv in p.type_v:
                         for nt in p.n_threads:
+                          for mm in p.use_mmap or [None]:
                             for nd in p.n_depth:
                                 base = dict(model=m, n_depth=nd, n_batch=nb, n_ubatch=nub, type_k=tk, type_v=tv,
-                                            n_threads=nt)
+                                            n_threads=nt, use_mmap=mm)
                                 out += [Instance(n_prompt=n, n_gen=0, **base) for n in p.n_prompt if n != 0]
                                 out += [Instance(n_prompt=0, n_gen=n, **base) for n in p.n_gen if n != 0]
                                 out += [Instance(n_prompt=a, n_gen=b, **base) for a, b in p.n_pg
@@ -322,4 +332,5 @@ def llama_bench_argv(inst: Instance) -> List[str]:
     else:
         tests = ["-p", str(inst.n_prompt), "-n", str(inst.n_gen)]
     return ["-m", inst.model, *tests, "-d", str(inst.n_depth), "-b", str(inst.n_batch), "-ub", str(inst.n_ubatch),
-            "-ctk", inst.type_k, "-ctv", inst.type_v, "-t", str(inst.n_threads), "-r", "1", "-o", "json"]
+            "-ctk", inst.type_k, "-ctv", inst.type_v, "-t", str(inst.n_threads), "-r", "1", "-o", "json"] + \
+        (["-mmp", str(inst.use_mmap)] if inst.use_mmap is not None else [])
