@@ -92,7 +92,7 @@ def test_llama_bench_argv():
 
 def test_mmap_flag(capsys):
     """-mmp 0,1: both residencies, passed on to llama-bench, the mmap column and the use_mmap field."""
-    p = parse_args(["-mmp", "0,1", "-p", "8", "-n", "0"])
+    p = parse_args(["-m", "m.gguf", "-mmp", "0,1", "-p", "8", "-n", "0"])
     ins = instances(p)
     assert [i.use_mmap for i in ins] == [0, 1]
     assert llama_bench_argv(ins[0])[-2:] == ["-mmp", "0"]
@@ -144,7 +144,7 @@ def test_weight_bytes_dense_tied_and_moe(smollm2):
 def _row(vs=False, bw=False):
     inst = Instance("m.gguf", 512, 0, 0, 2048, 512, "f16", "f16", 2)
     info = {"model_filename": "m.gguf", "model_type": "qwen35 27B Q4_K - Small", "model_size": 3 * 1024 ** 3,
-            "model_n_params": 4_500_000_000}
+            "model_n_params": 4_500_000_000, "use_mmap": False}
     vs_objs = [{"samples_ns": [2_000_000_000], "model_type": "qwen35 27B Q4_K - Small"},
                {"samples_ns": [2_000_000_000]}] if vs else None
     return lb.make_row(inst, info, [1_000_000_000, 1_000_000_000], 1e6, 20e9 if bw else None, vs_objs,
