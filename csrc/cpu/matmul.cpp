@@ -237,7 +237,9 @@ void matmul_q(ThreadPool& tp, const Weight& W, const QuantActs& qa, float* Y, in
     chunks((N + ch - 1) / ch, [&](int64_t c) { mm_rows_tiled(W, qa, P, Y, ldy, c * ch, std::min(N, (c + 1) * ch)); });
     return;
   }
-  const int64_t CH = 16;  // small chunks keep threads balanced when N is small
+  // small chunks keep threads balanced when N is small; ~64 per thread when N is large (an output matrix of
+  // 262144 rows was 16384 chunks, each a fetch_add on the shared counter's cache line)
+  const int64_t CH = std::max<int64_t>(16, N / (64 * tp.n_threads()) / 16 * 16);
   chunks((N + CH - 1) / CH, [&](int64_t c) { mm_rows(W, qa, Y, ldy, c * CH, std::min(N, (c + 1) * CH)); });
 }
 
