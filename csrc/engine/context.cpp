@@ -107,6 +107,9 @@ int Context::seq_begin(int seq, const std::vector<int32_t>& prompt, SeqParams pa
   for (const std::string& nm : drafter_names()) s.stats.drafters.push_back({nm, 0, 0, 0, 0, std::vector<int64_t>(n_draft_max_, 0), 0});
   s.t_start = clock_t_::now();
   s.synth_rng.seed(s.params.seed == 0xFFFFFFFFu ? std::random_device{}() : s.params.seed);
+  s.reject = spec_.rejection() && chain_ && synth_probs_.empty() && s.sampler->stochastic();
+  // its own stream (the sampler's draws stay the plain ones), reproducible for a given seed
+  if (s.reject) s.spec_rng.seed(s.params.seed == 0xFFFFFFFFu ? std::random_device{}() : s.params.seed ^ 0x5bd1e995u);
   return n_cached;
 }
 
@@ -275,6 +278,9 @@ std::vector<std::vector<int32_t>> Context::draft(const std::vector<int>& gen, st
     if (s.params.n_predict >= 0) m = std::min(m, s.params.n_predict - s.stats.n_gen - 1);
     if (s.constrained) m = 0;  // drafts are not checked against the grammar (yet): none
     reqs.push_back({si, &s.cache, s.last, p0, std::max(0, m), s.n_min, s.p_min});
+    Seq& w = seqs_[si];
+    w.dists.clear();
+    if (w.reject) { reqs.back().sampler = w.sampler.get(); reqs.back().rng = &w.spec_rng; reqs.back().dists = &w.dists; }
   }
   const int64_t f0 = drafter_ ? drafter_->n_draft_forwards() : 0;
   const double t0 = drafter_ ? drafter_->t_draft_ms() : 0.0;
@@ -363,7 +369,10 @@ void Context::generate_step(std::vector<StepOutput>& outs) {
   for (size_t g = 0; g < gen.size(); g++) {
     Seq& s = seqs_[gen[g]];
     const float* lg = logits_buf_.data() + (size_t)row0[g] * V;
-    const std::vector<int32_t> acc = sample_and_accept_n(*s.sampler, lg, V, drafts[g], model_, synth_probs_, s.synth_rng, take_mask(s));
+    const std::vector<int32_t> acc =
+        s.reject && !drafts[g].empty()
+            ? sample_and_accept_rejection(*s.sampler, lg, V, drafts[g], s.dists, model_, s.spec_rng)
+            : sample_and_accept_n(*s.sampler, lg, V, drafts[g], model_, synth_probs_, s.synth_rng, take_mask(s));
     const int a = (int)acc.size() - 1, p0 = batch_.pos[row0[g]];
     if (!drafts[g].empty()) {
       count_drafts(s, (int)drafts[g].size(), a, who[g]);
