@@ -34,8 +34,8 @@ Context::Context(const Model& model, int n_ctx, int n_seq, int n_batch, int n_ub
   ckpt_.resize(n_planes_ <= n_draft_max_ ? n_seq : 0);
   if (spec_.n_max_auto && chain_) {  // the start-up cost measurement (speculative/adaptive.h)
     const int cap = std::min(spec_.n_max, n_draft_max_);
-    DraftCosts c = measure_verify_ms(model, tp_, std::min(cap + 1, n_planes_), 2);
-    c.draft_ms = drafter_ ? drafter_->measure_step_ms(2) : 0.0;
+    DraftCosts c = measure_verify_ms(model, tp_, std::min(cap + 1, n_planes_), 3);
+    c.draft_ms = drafter_ ? drafter_->measure_step_ms(3) : 0.0;
     adaptive_ = std::make_unique<AdaptiveDraftLength>(n_seq, cap, c);
   }
   if (!synth_probs_.empty())
@@ -385,7 +385,8 @@ void Context::generate_step(std::vector<StepOutput>& outs) {
       ckpt_[gen[g]].restore(*mem_, gen[g], p0);
       for (int i = 0; i <= a; i++) replay.add(batch_.tokens[row0[g] + i], p0 + i, gen[g]);
     }
-    if (drafter_) kept.push_back({gen[g], &batch_.tokens[row0[g]], p0, a + 1, hidden_buf_.data() + (size_t)row0[g] * E, s.auto_len});
+    if (drafter_) kept.push_back({gen[g], &batch_.tokens[row0[g]], p0, a + 1, hidden_buf_.data() + (size_t)row0[g] * E,
+                                 s.auto_len || s.n_max == 0});  // not drafting (for now): catch up when it drafts
     outs.push_back(emit(gen[g], acc, lg));
   }
   if (replay.n() > 0) {  // no outputs: the state is wanted (its logits were sampled in the verification)
@@ -395,7 +396,7 @@ void Context::generate_step(std::vector<StepOutput>& outs) {
   if (drafter_) drafter_->catch_up(kept);  // the MTP memory follows the kept rows only
   const double ms = ms_since(t_verify);
   gstats_.n_gen_steps++; gstats_.n_gen_rows += batch_.n(); gstats_.t_verify_ms += ms;
-  if (adaptive_) adaptive_->observe_step(batch_.n(), ms);
+  if (adaptive_) adaptive_->observe_step(batch_.n(), (int)gen.size(), ms);
   if (ckpt_on())
     for (int si : gen)
       if (ckpt_wanted(seqs_[si], mem_->seq_pos(si), false)) ckpt_take(si);
