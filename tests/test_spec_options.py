@@ -177,7 +177,9 @@ def test_auto_equals_plain(q8, prompts, cap):
             assert r["tokens"] == plain(q8, i, ids, prm)
             assert r["stats"]["n_draft"] <= cap * r["stats"]["n_verif_steps"]
     k = c.draft_costs
-    assert k["verify_base_ms"] > 0 and k["draft_ms"] > 0 and k["verify_row_ms"] >= 0
+    # measured numbers (a busy machine may put the speculative line's base or slope at 0, never both)
+    assert k["plain_ms"] > 0 and k["draft_ms"] > 0 and k["verify_base_ms"] >= 0 and k["verify_row_ms"] >= 0
+    assert k["verify_base_ms"] + k["verify_row_ms"] > 0
 
 
 def test_auto_with_head_options_and_request_override(q8, prompts):
