@@ -205,14 +205,19 @@ def test_auto_policy_choices():
     drafts survive, nothing when they do not (but for its probe steps), and nothing when rows cost as much as a
     whole forward (a compute-bound target: on the tiny test models an extra verification row costs nearly a whole 1-row forward,
     so there auto rightly stays near 0)."""
-    a = _core.AdaptiveDraftLength(1, 7, verify_base_ms=10.0, verify_row_ms=0.5, draft_ms=1.0)
+    def timed(x, plain_ms):  # until 3 plain steps were timed, every other step is one: time them
+        for _ in range(3):
+            x.observe_step(1, 1, plain_ms)
+        return x
+
+    a = timed(_core.AdaptiveDraftLength(1, 7, verify_base_ms=10.0, verify_row_ms=0.5, draft_ms=1.0), 10.5)
     P = a.probe_every
     for _ in range(40):
         a.observe_accept(0, a.choose(0), 7)  # everything accepted
     ks = [a.choose(0) for _ in range(2 * P)]
     assert ks.count(7) == 2 * P - 2 and ks.count(6) == 2  # at the cap the probes go one shorter
     assert all(r > 0.9 for r in a.rates(0))
-    b = _core.AdaptiveDraftLength(2, 7, 10.0, 0.5, 1.0)
+    b = timed(_core.AdaptiveDraftLength(2, 7, 10.0, 0.5, 1.0), 10.5)
     ks = []
     for _ in range(1200):
         k = b.choose(0)
@@ -225,10 +230,10 @@ def test_auto_policy_choices():
     gaps = [b - a for a, b in zip(probes, probes[1:])]
     assert gaps == sorted(gaps) and gaps[0] >= b.idle_probe and gaps[-1] == b.idle_probe_max, gaps
 
-    c = _core.AdaptiveDraftLength(1, 7, 0.1, 5.0, 1.0)  # a row costs 50x the base: plain decoding pays most
+    c = timed(_core.AdaptiveDraftLength(1, 7, 0.1, 5.0, 1.0), 5.1)  # a row costs 50x the base: plain pays most
     assert [c.choose(0) for _ in range(P - 1)] == [0] * (P - 1)
     # several sequences share the per-forward costs: the same rates pay for longer drafts at n = 4
-    d = _core.AdaptiveDraftLength(4, 7, 2.0, 1.0, 3.0)
+    d = timed(_core.AdaptiveDraftLength(4, 7, 2.0, 1.0, 3.0), 3.0)
     assert d.choose(0, 1) <= d.choose(1, 4)
     # the running cost fit follows what the steps measure: speculative steps (rows -> ms), plain steps on their own
     e = _core.AdaptiveDraftLength(1, 3, 1.0, 1.0, 1.0)
@@ -262,6 +267,23 @@ def test_auto_policy_small_model_stays_plain():
             a.observe_step(1, 1, 1.0)
     assert sum(1 for k in drafted[1000:] if k) <= 2000 // a.idle_probe_max + 1, drafted[1000:].count(1)
     assert sum(1 for k in drafted if k) <= 12
+
+
+def test_auto_policy_measures_plain_steps_first():
+    """A start-up plain-step time far too high (a busy machine) would make drafting look good even when nothing is
+    accepted, and a sequence that always drafts never times a plain step: so until 3 plain steps were timed every
+    other step is one, and the policy then stops drafting."""
+    a = _core.AdaptiveDraftLength(1, 3, verify_base_ms=2.0, verify_row_ms=0.1, draft_ms=0.5, plain_ms=50.0)
+    ks = []
+    for _ in range(64):
+        k = a.choose(0)
+        ks.append(k)
+        if k:
+            a.observe_accept(0, k, 0)
+            a.observe_step(k + 1, 1, 2.0 + 0.1 * (k + 1))
+        else:
+            a.observe_step(1, 1, 1.0)
+    assert ks[:6].count(0) >= 3 and a.costs["plain_ms"] < 15 and ks[-24:] == [0] * 24, ks
 
 
 def test_auto_needs_a_cap(q8):

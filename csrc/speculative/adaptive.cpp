@@ -12,9 +12,11 @@ constexpr double kPrior = 0.6;      // conditional acceptance assumed before any
 constexpr double kSeqAlpha = 0.15;  // weight of a sequence's newest outcome
 constexpr double kGlobalAlpha = 0.05;
 constexpr double kDecay = 0.95;     // per step, for the cost fit (about the last 20 steps)
-// running means of the plain step and the drafting forward: 1/n over the first observations (the
-// start-up measurement counts as one: on a busy machine a best-of-3 can be off by 2x), then this weight
+// running means of the plain step and the drafting forward: the mean of the first observations (the
+// start-up value is only used until the first one: on a busy machine it can be off by 2x or more), then
+// an exponential mean of this weight
 constexpr double kMeanAlpha = 0.1;
+constexpr int kPlainSeen = 3;  // plain steps timed before a drafting sequence stops taking every other one
 
 double forward_ms(const Model& model, ThreadPool& tp, Memory& mem, int n, bool snapshot = true) {
   std::vector<int32_t> tok(n, 0), pos(n), seq(n, 0), rows(n);
@@ -102,6 +104,9 @@ int AdaptiveDraftLength::choose(int seq, int n_generating) {
   }
   idle_wait_[seq] = idle_wait_global_ = kIdleProbe;
   idle_next_[seq] = step + kIdleProbe;
+  // plain steps are measured only when taken: until a few were, every other step is one, so a start-up
+  // value that is too high (a busy machine) cannot keep the sequence drafting where drafting loses
+  if (n_plain_ < kPlainSeen && step % 2 == 0) return 0;
   if (step % kProbe == 0) {
     // a probe: one longer keeps the next position's rate measured; every other probe goes one shorter
     // (or at the cap) so the cost fit sees row counts on both sides of the working point

@@ -18,7 +18,7 @@
 // machine as it runs are the ones used. a_i starts from the context-wide running rate and follows
 // the sequence's own outcomes. Every kProbe-th step a drafting sequence drafts one more (or, every
 // other time, one fewer) than its choice, so the rate of the next position and the cost of a row stay
-// measured. At k = 0 it probes with one token after kIdleProbe steps, and each probe that leaves it at
+// measured (and until the context has timed 3 plain steps, every other step is one). At k = 0 it probes with one token after kIdleProbe steps, and each probe that leaves it at
 // 0 doubles the wait (up to kIdleProbeMax; the context-wide wait carries over to the next request), so
 // a model where drafting never pays loses at most about one probe in kIdleProbeMax steps. Its
 // sequences defer their MTP catch-up to their next draft (MtpDrafter::Run::defer), so k = 0 costs
@@ -67,7 +67,7 @@ class AdaptiveDraftLength {
   std::vector<int> steps_;                 // [seq] steps since begin
   std::vector<int> idle_wait_, idle_next_;  // [seq] the k = 0 probe wait and the step of the next probe
   int idle_wait_global_ = kIdleProbe;
-  int n_plain_ = 1, n_draft_ = 1;          // observations in the running means (the start-up one included)
+  int n_plain_ = 0, n_draft_ = 0;          // observations in the running means
   double s0_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0;  // weighted sums of (rows, ms)
 };
 
