@@ -136,6 +136,7 @@ class Params:
     spec_draft_n_max_auto: bool = False  # --spec-draft-n-max auto (spec_draft_n_max is then the cap)
     spec_draft_head_type: str = ""       # --spec-draft-head-type: "" = the model's MTP head
     spec_draft_vocab: int = 0            # --spec-draft-vocab: 0 = the whole vocabulary
+    spec_accept: str = "match"           # --spec-accept: match | rejection
     spec_draft_n_min: int = 0
     spec_draft_p_min: float = 0.0
     spec_draft_p_split: float = 0.10
@@ -346,7 +347,8 @@ def _check_spec(p: Params):
         core.check_spec_params(",".join(types), p.spec_draft_n_max, p.spec_draft_n_min, p.spec_draft_p_min,
                                float(p.spec_synth_len), [float(r) for r in p.spec_synth_rates],
                                ngram_params(core, p.spec_ngram()), n_max_auto=p.spec_draft_n_max_auto,
-                               draft_head_type=p.spec_draft_head_type, draft_vocab=p.spec_draft_vocab)
+                               draft_head_type=p.spec_draft_head_type, draft_vocab=p.spec_draft_vocab,
+                               accept=p.spec_accept)
     except ValueError as e:
         raise ArgError(f"error: {e}") from None
 
@@ -440,7 +442,8 @@ def noop_notice(p: Params) -> Optional[str]:
     if p.unimplemented:
         lines.append(f"pyllm does not implement these yet: ignoring options: {', '.join(p.unimplemented)}")
     draft_opts = [n for n, on in (("--spec-draft-head-type", bool(p.spec_draft_head_type)),
-                                  ("--spec-draft-vocab", p.spec_draft_vocab > 0)) if on]
+                                  ("--spec-draft-vocab", p.spec_draft_vocab > 0),
+                                  ("--spec-accept", p.spec_accept != "match")) if on]
     if draft_opts and not p.speculative:
         lines.append(f"speculative decoding is off (--spec-type {p.spec_types_str}, --spec-draft-n-max "
                      f"{p.spec_draft_n_max}): ignoring {', '.join(draft_opts)}")

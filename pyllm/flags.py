@@ -114,6 +114,14 @@ def _spec_n_max(p: Params, v: str):
         raise ArgError("stoi")
 
 
+def _spec_accept(p: Params, v: str):
+    """--spec-accept match|rejection: how drafts are verified at temperature > 0 (csrc/speculative/accept.h)."""
+    s = v.strip().lower()
+    if s not in ("match", "rejection"):
+        raise ArgError(f"invalid value: --spec-accept must be 'match' or 'rejection', got '{v}'")
+    p.spec_accept = s
+
+
 def _synth_len(p: Params, v: str):
     try:
         x = float(v.strip())
@@ -411,6 +419,12 @@ OPTIONS: list = [
         help="draft with a copy of the MTP output matrix in this type (e.g. q4_0, iq4_xs, q8_0), made at load"),
     Opt(("--spec-draft-vocab",), "int", "spec_draft_vocab", env="PYLLM_ARG_SPEC_DRAFT_VOCAB",
         help="draft over the N lowest token ids (BPE merge order) plus the end-of-generation ids; 0 = all"),
+    # pyllm's opt-in speculative sampling (csrc/speculative/accept.h); llama.cpp's open PR 27694 has no flag for it
+    Opt(("--spec-accept",), "custom", env="PYLLM_ARG_SPEC_ACCEPT", fn=_spec_accept,
+        help="match (default: llama.cpp's, a draft is kept when it equals the token the target samples; output == "
+             "plain sampling with the same seed) or rejection (drafts sampled from the MTP head and kept with "
+             "probability min(1, p_target/p_draft): output == plain sampling in distribution, more drafts "
+             "accepted at temperature > 0)"),
     Opt(("--spec-draft-p-split", "--draft-p-split"), "float", "spec_draft_p_split", env="LLAMA_ARG_SPEC_DRAFT_P_SPLIT"),
     Opt(("--spec-draft-type-k", "-ctkd", "--cache-type-k-draft"), "custom", env="LLAMA_ARG_SPEC_DRAFT_CACHE_TYPE_K", fn=_cache_type("spec_draft_type_k")),
     Opt(("--spec-draft-type-v", "-ctvd", "--cache-type-v-draft"), "custom", env="LLAMA_ARG_SPEC_DRAFT_CACHE_TYPE_V", fn=_cache_type("spec_draft_type_v")),

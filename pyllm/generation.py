@@ -152,7 +152,7 @@ class Generator:
                  n_threads: int = 0, spec_type: str = "none", n_max: int = 3, n_min: int = 0, p_min: float = 0.0,
                  synth_len: float = -1.0, synth_rates=(), ngram: Optional[dict] = None,
                  draft_model: Optional[Model] = None, draft_threads: int = 0, n_max_auto: bool = False,
-                 draft_head_type: str = "", draft_vocab: int = 0, ctx_checkpoints: int = 32,
+                 draft_head_type: str = "", draft_vocab: int = 0, accept: str = "match", ctx_checkpoints: int = 32,
                  checkpoint_min_step: int = 8192, cache_type_k: str = "f16", cache_type_v: str = "f16",
                  draft_type_k: str = "f16", draft_type_v: str = "f16"):
         self.model = model
@@ -168,9 +168,9 @@ class Generator:
                                       draft_model=draft_model._m if draft_model is not None else None,
                                       draft_threads=draft_threads if draft_threads > 0 else self.n_threads,
                                       n_max_auto=n_max_auto, draft_head_type=draft_head_type or "",
-                                      draft_vocab=int(draft_vocab))
+                                      draft_vocab=int(draft_vocab), accept=accept)
         self.draft_model = draft_model  # draft-simple's model (-md), kept alive with the context
-        self.n_max, self.n_max_auto = n_max, n_max_auto
+        self.n_max, self.n_max_auto, self.accept = n_max, n_max_auto, accept
         # the cheap draft head (csrc/speculative/draft_head.h): its rows, type and extra memory, once
         self.draft_head_info = str(getattr(self.ctx, "draft_head_info", "") or "")
         if self.draft_head_info:
@@ -203,7 +203,7 @@ class Generator:
                    n_min=p.spec_draft_n_min, p_min=p.spec_draft_p_min, synth_len=p.spec_synth_len,
                    synth_rates=p.spec_synth_rates, ngram=p.spec_ngram(), draft_model=draft,
                    draft_threads=p.spec_draft_threads, n_max_auto=p.spec_draft_n_max_auto,
-                   draft_head_type=p.spec_draft_head_type, draft_vocab=p.spec_draft_vocab,
+                   draft_head_type=p.spec_draft_head_type, draft_vocab=p.spec_draft_vocab, accept=p.spec_accept,
                    ctx_checkpoints=p.n_ctx_checkpoints, checkpoint_min_step=p.checkpoint_min_step,
                    **kv_cache_types(p))
 

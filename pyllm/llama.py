@@ -86,6 +86,9 @@ class Llama:
         spec_draft_head_type, spec_draft_vocab: the cheap draft head (--spec-draft-head-type / --spec-draft-vocab):
             draft with a lower-bit copy of the output matrix (e.g. "q4_0") and / or over the N lowest token ids;
             the output is unchanged (the target verifies with its own head).
+        spec_accept: "match" (llama.cpp's: output == plain sampling with the same seed) or "rejection"
+            (--spec-accept rejection: sampled drafts kept with probability min(1, p_target/p_draft); output ==
+            plain sampling in distribution, more drafts accepted at temperature > 0).
         spec_ngram: the ngram drafters' settings as a dict of SpecNgramParams fields (e.g. {"mod_n_match": 24,
             "simple": {"size_n": 12}, "lookup_cache_static": path}); llama.cpp's --spec-ngram-* defaults otherwise.
     Raises ValueError (a bad file, an unsupported argument, a model without MTP layers for draft-mtp) and
@@ -97,8 +100,9 @@ class Llama:
                  seed: int = LLAMA_DEFAULT_SEED, chat_format: Optional[str] = None, last_n_tokens_size: int = 64,
                  verbose: bool = True, spec_type: str = "none", spec_draft_n_max: Union[int, str] = 3,
                  spec_draft_n_min: int = 0, spec_draft_p_min: float = 0.0, spec_ngram: Optional[dict] = None,
-                 spec_draft_head_type: str = "", spec_draft_vocab: int = 0, type_k: Optional[int] = None,
-                 type_v: Optional[int] = None, use_mmap: Optional[bool] = None, **kwargs):
+                 spec_draft_head_type: str = "", spec_draft_vocab: int = 0, spec_accept: str = "match",
+                 type_k: Optional[int] = None, type_v: Optional[int] = None, use_mmap: Optional[bool] = None,
+                 **kwargs):
         for name, value in kwargs.items():
             if name in _CPU_NOOPS:
                 if value != _CPU_NOOPS[name]:
@@ -142,7 +146,8 @@ class Llama:
         self._gen = Generator(self._model, n_ctx, 1, n_batch=n_batch, n_ubatch=n_ubatch,
                               n_threads=n_threads or default_threads(), spec_type=spec_type, n_max=spec_draft_n_max,
                               n_min=spec_draft_n_min, p_min=spec_draft_p_min, ngram=spec_ngram, n_max_auto=n_max_auto,
-                              draft_head_type=spec_draft_head_type, draft_vocab=spec_draft_vocab, cache_type_k=tk,
+                              draft_head_type=spec_draft_head_type, draft_vocab=spec_draft_vocab,
+                              accept=spec_accept, cache_type_k=tk,
                               cache_type_v=tv, draft_type_k=tk, draft_type_v=tv)
         self._chat_template = resolve_chat_template(CHAT_FORMATS.get(chat_format) if chat_format else None,
                                                     {"tokenizer.chat_template": self._model.chat_template})

@@ -130,11 +130,12 @@ class Context:
     def __init__(self, model: Model, n_ctx: int, n_seq: int, n_batch: int = 2048, n_ubatch: int = 512,
                  n_threads: int = 2, spec_type: str = "none", n_max: int = 3, n_min: int = 0, p_min: float = 0.0,
                  synth_len: float = -1.0, synth_rates: list = (), ngram=None, draft_model=None, draft_threads=0,
-                 n_max_auto: bool = False, draft_head_type: str = "", draft_vocab: int = 0):
+                 n_max_auto: bool = False, draft_head_type: str = "", draft_vocab: int = 0, accept: str = "match"):
         if n_seq < 1:
             raise ValueError("n_seq must be >= 1")
         check_spec_params(spec_type, n_max, n_min, p_min, float(synth_len), list(synth_rates),
-                          ngram if ngram is not None else SpecNgramParams(), n_max_auto, draft_head_type, draft_vocab)
+                          ngram if ngram is not None else SpecNgramParams(), n_max_auto, draft_head_type, draft_vocab,
+                          accept)
         self.draft_head_info = ""
         self.model = model
         self.n_ctx = n_ctx

@@ -179,6 +179,12 @@ def test_spec_issue10_flags():
     # the synthetic rates of an auto setting are for its cap
     with pytest.raises(ArgError, match="must contain 7 values, got 3"):
         P(["--spec-draft-n-max", "auto", "--spec-synth-rates", "0.9,0.5,0.1"])
+    # --spec-accept (speculative sampling, opt-in): match (default) | rejection
+    assert P([]).spec_accept == "match"
+    assert P(["--spec-type", "draft-mtp", "--spec-accept", "Rejection"]).spec_accept == "rejection"
+    assert P([], env={"PYLLM_ARG_SPEC_ACCEPT": "rejection"}).spec_accept == "rejection"
+    with pytest.raises(ArgError, match="--spec-accept must be 'match' or 'rejection', got 'sometimes'"):
+        P(["--spec-accept", "sometimes"])
 
 
 def test_draft_head_flags_without_speculation_warn():
@@ -186,3 +192,5 @@ def test_draft_head_flags_without_speculation_warn():
     assert "ignoring --spec-draft-head-type, --spec-draft-vocab" in noop_notice(
         P(["--spec-draft-head-type", "q4_0", "--spec-draft-vocab", "100"]))
     assert noop_notice(P(["--spec-type", "draft-mtp", "--spec-draft-head-type", "q4_0"])) is None
+    assert "ignoring --spec-accept" in noop_notice(P(["--spec-accept", "rejection"]))
+    assert noop_notice(P(["--spec-type", "draft-mtp", "--spec-accept", "rejection"])) is None

@@ -267,5 +267,5 @@ def test_ui_assets_content_types_and_props():
         assert s.get("/props").json()["speculative"] == {"type": "draft-mtp", "n_max": 3, "n_min": 0,
                                                           "p_min": s.get("/props").json()["speculative"]["p_min"],
                                                           "n_max_auto": False, "draft_head_type": None,
-                                                          "draft_vocab": 0, "draft_head": ""}
+                                                          "draft_vocab": 0, "draft_head": "", "accept": "match"}
         assert httpx.get(s.url + "/bench-tasks.json").json()["code"].startswith("Write")

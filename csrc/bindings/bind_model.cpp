@@ -17,9 +17,22 @@ namespace {
 // The engine's sampler interface over the sampling module's llama.cpp chain.
 struct ChainSampler : TokenSampler {
   Sampler s;
+  std::unique_ptr<Sampler> draft;  // the drafting chain, made on first use
+  std::vector<TokenData> cand;
   ChainSampler(const SamplerParams& p, int n_vocab) : s(p, n_vocab) {}
   int32_t sample(const float* logits, int, const uint32_t* allowed) override { return s.sample(logits, allowed); }
   void accept(int32_t t) override { s.accept(t); }
+  bool stochastic() const override { return s.has_distribution(); }
+  static void copy(const std::vector<TokenData>& c, std::vector<IdProb>& out) {
+    out.clear();
+    for (const TokenData& t : c) out.push_back({t.id, t.p});
+  }
+  void target_dist(const float* logits, int, std::vector<IdProb>& out) override { s.distribution(logits, cand); copy(cand, out); }
+  void draft_dist(const float* logits, int, std::vector<IdProb>& out) override {
+    if (!draft) draft = std::make_unique<Sampler>(Sampler::draft_params(s.params()), s.n_vocab());
+    draft->distribution(logits, cand);
+    copy(cand, out);
+  }
 };
 
 // seq_begin's settings as plain fields (pyllm/sampling.py fills them); SeqParams proper holds a factory.
@@ -34,11 +47,13 @@ struct SeqArgs {
 };
 
 SpecParams spec_params(const std::string& type, int n_max, int n_min, float p_min, double synth_len,
-                       std::vector<double> synth_rates, bool n_max_auto, const std::string& head_type, int draft_vocab) {
+                       std::vector<double> synth_rates, bool n_max_auto, const std::string& head_type, int draft_vocab,
+                       const std::string& accept) {
   SpecParams sp;
   sp.type = type; sp.n_max = n_max; sp.n_min = n_min; sp.p_min = p_min;
   sp.synth_len = synth_len; sp.synth_rates = std::move(synth_rates);
   sp.n_max_auto = n_max_auto; sp.draft_head_type = head_type; sp.draft_vocab = draft_vocab;
+  sp.accept = accept;
   return sp;
 }
 
@@ -124,34 +139,39 @@ void bind_model(nb::module_& m) {
   // synthetic acceptance's per-position keep probabilities ([] when off)
   m.def("check_spec_params", [](const std::string& spec_type, int n_max, int n_min, float p_min, double synth_len,
                                 std::vector<double> synth_rates, const NgramParams& ngram, bool n_max_auto,
-                                const std::string& draft_head_type, int draft_vocab) {
+                                const std::string& draft_head_type, int draft_vocab, const std::string& accept) {
     SpecParams sp = spec_params(spec_type, n_max, n_min, p_min, synth_len, std::move(synth_rates), n_max_auto,
-                                draft_head_type, draft_vocab);
+                                draft_head_type, draft_vocab, accept);
     sp.ngram = ngram;
     return check_spec_params(sp);
   }, nb::arg("spec_type") = "none", nb::arg("n_max") = 3, nb::arg("n_min") = 0, nb::arg("p_min") = 0.0f,
      nb::arg("synth_len") = -1.0, nb::arg("synth_rates") = std::vector<double>{}, nb::arg("ngram") = NgramParams{},
-     nb::arg("n_max_auto") = false, nb::arg("draft_head_type") = "", nb::arg("draft_vocab") = 0);
+     nb::arg("n_max_auto") = false, nb::arg("draft_head_type") = "", nb::arg("draft_vocab") = 0,
+     nb::arg("accept") = "match");
 
   // the adaptive draft length's policy alone (tests drive it with chosen costs and outcomes)
   nb::class_<AdaptiveDraftLength>(m, "AdaptiveDraftLength")
-      .def("__init__", [](AdaptiveDraftLength* self, int n_seq, int cap, double base_ms, double row_ms, double draft_ms) {
+      .def("__init__", [](AdaptiveDraftLength* self, int n_seq, int cap, double base_ms, double row_ms, double draft_ms,
+                          double plain_ms) {
         if (n_seq < 1 || cap < 1) throw std::invalid_argument("AdaptiveDraftLength: n_seq and cap must be >= 1");
-        new (self) AdaptiveDraftLength(n_seq, cap, DraftCosts{base_ms, row_ms, draft_ms});
-      }, nb::arg("n_seq"), nb::arg("cap"), nb::arg("verify_base_ms"), nb::arg("verify_row_ms"), nb::arg("draft_ms"))
+        new (self) AdaptiveDraftLength(n_seq, cap, DraftCosts{base_ms, row_ms, draft_ms, plain_ms});
+      }, nb::arg("n_seq"), nb::arg("cap"), nb::arg("verify_base_ms"), nb::arg("verify_row_ms"), nb::arg("draft_ms"),
+         nb::arg("plain_ms") = 0.0)
       .def("begin", &AdaptiveDraftLength::begin)
       .def("choose", &AdaptiveDraftLength::choose, nb::arg("seq"), nb::arg("n_generating") = 1)
       .def("observe_accept", &AdaptiveDraftLength::observe_accept)
-      .def("observe_step", &AdaptiveDraftLength::observe_step)
+      .def("observe_step", &AdaptiveDraftLength::observe_step, nb::arg("rows"), nb::arg("n_seqs"), nb::arg("ms"))
       .def("observe_draft", &AdaptiveDraftLength::observe_draft)
       .def("rates", &AdaptiveDraftLength::rates)
       .def_prop_ro("costs", [](const AdaptiveDraftLength& a) {
         nb::dict d;
         d["verify_base_ms"] = a.costs().verify_base_ms; d["verify_row_ms"] = a.costs().verify_row_ms;
-        d["draft_ms"] = a.costs().draft_ms;
+        d["draft_ms"] = a.costs().draft_ms; d["plain_ms"] = a.costs().plain_ms;
         return d;
       })
-      .def_ro_static("probe_every", &AdaptiveDraftLength::kProbe);
+      .def_ro_static("probe_every", &AdaptiveDraftLength::kProbe)
+      .def_ro_static("idle_probe", &AdaptiveDraftLength::kIdleProbe)
+      .def_ro_static("idle_probe_max", &AdaptiveDraftLength::kIdleProbeMax);
 
   nb::class_<SeqArgs>(m, "SeqParams")
       .def(nb::init<>())
@@ -231,9 +251,9 @@ void bind_model(nb::module_& m) {
       .def("__init__", [](Context* self, PyModel& model, int n_ctx, int n_seq, int n_batch, int n_ubatch, int n_threads,
                           const std::string& spec_type, int n_max, int n_min, float p_min, double synth_len, std::vector<double> synth_rates,
                           const NgramParams& ngram, const PyModel* draft_model, int draft_threads, int max_planes,
-                          bool n_max_auto, const std::string& draft_head_type, int draft_vocab) {
+                          bool n_max_auto, const std::string& draft_head_type, int draft_vocab, const std::string& accept) {
         SpecParams sp = spec_params(spec_type, n_max, n_min, p_min, synth_len, std::move(synth_rates), n_max_auto,
-                                    draft_head_type, draft_vocab);
+                                    draft_head_type, draft_vocab, accept);
         sp.ngram = ngram;
         sp.draft_model = draft_model ? draft_model->m.get() : nullptr; sp.draft_threads = draft_threads;
         sp.max_planes = max_planes;
@@ -244,7 +264,7 @@ void bind_model(nb::module_& m) {
          nb::arg("p_min") = 0.0f, nb::arg("synth_len") = -1.0, nb::arg("synth_rates") = std::vector<double>{},
          nb::arg("ngram") = NgramParams{}, nb::arg("draft_model").none() = nb::none(), nb::arg("draft_threads") = 0,
          nb::arg("max_planes") = 0, nb::arg("n_max_auto") = false, nb::arg("draft_head_type") = "",
-         nb::arg("draft_vocab") = 0, nb::keep_alive<1, 2>(), nb::keep_alive<1, 15>())
+         nb::arg("draft_vocab") = 0, nb::arg("accept") = "match", nb::keep_alive<1, 2>(), nb::keep_alive<1, 15>())
       .def_prop_ro("n_planes", &Context::n_planes)
       .def_prop_ro("drafters", &Context::drafter_names)
       .def_prop_ro("n_draft_max", &Context::n_draft_max)
@@ -256,6 +276,7 @@ void bind_model(nb::module_& m) {
         const DraftCosts k = c.draft_costs();
         nb::dict d;
         d["verify_base_ms"] = k.verify_base_ms; d["verify_row_ms"] = k.verify_row_ms; d["draft_ms"] = k.draft_ms;
+        d["plain_ms"] = k.plain_ms;
         return d;
       })
       .def_prop_ro("n_ctx_seq", &Context::n_ctx_seq)

@@ -112,6 +112,22 @@ void bind_sampling(nb::module_& m) {
       }, nb::arg("logits"), nb::arg("allowed") = nb::none(),
       "Run the chain and draw a token (does not accept it). allowed: int32 bitmask (llguidance layout) of "
       "the ids that may be drawn; the others get -inf before the chain")
+      .def_prop_ro("has_distribution", &Sampler::has_distribution)
+      .def("distribution", [](Sampler& s, Logits logits, std::optional<Mask> allowed) {
+        const float* p = check_logits(logits, s.n_vocab());
+        const uint32_t* m = check_mask(allowed, s.n_vocab());
+        std::vector<TokenData> out;
+        {
+          nb::gil_scoped_release rel;
+          s.distribution(p, out, m);
+        }
+        nb::list l;
+        for (auto& t : out) l.append(nb::make_tuple(t.id, t.p));
+        return l;
+      }, nb::arg("logits"), nb::arg("allowed") = nb::none(),
+      "[(id, p)]: the chain's final distribution (p > 0), without drawing; only when has_distribution")
+      .def_static("draft_params", &Sampler::draft_params, nb::arg("params"),
+                  "The drafting chain's settings for a request's (penalties and XTC removed)")
       .def("accept", &Sampler::accept, nb::arg("token"))
       .def("accept_many", [](Sampler& s, const std::vector<int32_t>& toks) { for (auto t : toks) s.accept(t); },
            nb::arg("tokens"), "accept() each token in order (e.g. the prompt, as llama-server does)")

@@ -34,8 +34,8 @@ Context::Context(const Model& model, int n_ctx, int n_seq, int n_batch, int n_ub
   ckpt_.resize(n_planes_ <= n_draft_max_ ? n_seq : 0);
   if (spec_.n_max_auto && chain_) {  // the start-up cost measurement (speculative/adaptive.h)
     const int cap = std::min(spec_.n_max, n_draft_max_);
-    DraftCosts c = measure_verify_ms(model, tp_, std::min(cap + 1, n_planes_), 2);
-    c.draft_ms = drafter_ ? drafter_->measure_step_ms(2) : 0.0;
+    DraftCosts c = measure_verify_ms(model, tp_, std::min(cap + 1, n_planes_), 3);
+    c.draft_ms = drafter_ ? drafter_->measure_step_ms(3) : 0.0;
     adaptive_ = std::make_unique<AdaptiveDraftLength>(n_seq, cap, c);
   }
   if (!synth_probs_.empty())
@@ -107,6 +107,9 @@ int Context::seq_begin(int seq, const std::vector<int32_t>& prompt, SeqParams pa
   for (const std::string& nm : drafter_names()) s.stats.drafters.push_back({nm, 0, 0, 0, 0, std::vector<int64_t>(n_draft_max_, 0), 0});
   s.t_start = clock_t_::now();
   s.synth_rng.seed(s.params.seed == 0xFFFFFFFFu ? std::random_device{}() : s.params.seed);
+  s.reject = spec_.rejection() && chain_ && synth_probs_.empty() && s.sampler->stochastic();
+  // its own stream (the sampler's draws stay the plain ones), reproducible for a given seed
+  if (s.reject) s.spec_rng.seed(s.params.seed == 0xFFFFFFFFu ? std::random_device{}() : s.params.seed ^ 0x5bd1e995u);
   return n_cached;
 }
 
@@ -289,6 +292,9 @@ std::vector<std::vector<int32_t>> Context::draft(const std::vector<int>& gen, st
     if (s.params.n_predict >= 0) m = std::min(m, s.params.n_predict - s.stats.n_gen - 1);
     if (s.constrained && !draft_check_) m = 0;  // drafts the grammar cannot check: none
     reqs.push_back({si, &s.cache, s.last, p0, std::max(0, m), s.n_min, s.p_min});
+    Seq& w = seqs_[si];
+    w.dists.clear();
+    if (w.reject && !w.constrained) { reqs.back().sampler = w.sampler.get(); reqs.back().rng = &w.spec_rng; reqs.back().dists = &w.dists; }
   }
   const int64_t f0 = drafter_ ? drafter_->n_draft_forwards() : 0;
   const double t0 = drafter_ ? drafter_->t_draft_ms() : 0.0;
@@ -379,8 +385,12 @@ void Context::generate_step(std::vector<StepOutput>& outs) {
   for (size_t g = 0; g < gen.size(); g++) {
     Seq& s = seqs_[gen[g]];
     const float* lg = logits_buf_.data() + (size_t)row0[g] * V;
-    const std::vector<int32_t> acc = sample_and_accept_n(*s.sampler, lg, V, drafts[g], model_, synth_probs_, s.synth_rng,
-                                                         take_mask(s), ((size_t)V + 31) / 32);
+    // rejection sampling for stochastic unconstrained sequences; a grammar's masks go through the match rule
+    const std::vector<int32_t> acc =
+        s.reject && !s.constrained && !drafts[g].empty()
+            ? sample_and_accept_rejection(*s.sampler, lg, V, drafts[g], s.dists, model_, s.spec_rng)
+            : sample_and_accept_n(*s.sampler, lg, V, drafts[g], model_, synth_probs_, s.synth_rng, take_mask(s),
+                                  ((size_t)V + 31) / 32);
     const int a = (int)acc.size() - 1, p0 = batch_.pos[row0[g]];
     if (who[g] >= 0) {
       count_drafts(s, (int)drafts[g].size(), a, who[g]);
@@ -393,7 +403,8 @@ void Context::generate_step(std::vector<StepOutput>& outs) {
       ckpt_[gen[g]].restore(*mem_, gen[g], p0);
       for (int i = 0; i <= a; i++) replay.add(batch_.tokens[row0[g] + i], p0 + i, gen[g]);
     }
-    if (drafter_) kept.push_back({gen[g], &batch_.tokens[row0[g]], p0, a + 1, hidden_buf_.data() + (size_t)row0[g] * E, s.auto_len});
+    if (drafter_) kept.push_back({gen[g], &batch_.tokens[row0[g]], p0, a + 1, hidden_buf_.data() + (size_t)row0[g] * E,
+                                 s.auto_len || s.n_max == 0});  // not drafting (for now): catch up when it drafts
     outs.push_back(emit(gen[g], acc, lg));
   }
   if (replay.n() > 0) {  // no outputs: the state is wanted (its logits were sampled in the verification)
@@ -403,7 +414,7 @@ void Context::generate_step(std::vector<StepOutput>& outs) {
   if (drafter_) drafter_->catch_up(kept);  // the MTP memory follows the kept rows only
   const double ms = ms_since(t_verify);
   gstats_.n_gen_steps++; gstats_.n_gen_rows += batch_.n(); gstats_.t_verify_ms += ms;
-  if (adaptive_) adaptive_->observe_step(batch_.n(), ms);
+  if (adaptive_) adaptive_->observe_step(batch_.n(), (int)gen.size(), ms);
   if (ckpt_on())
     for (int si : gen)
       if (ckpt_wanted(seqs_[si], mem_->seq_pos(si), false)) ckpt_take(si);

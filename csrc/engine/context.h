@@ -150,6 +150,11 @@ class Context {
     int n_max = 0, n_min = 0;  // this request's speculative settings (SeqParams over the context's)
     float p_min = 0;
     bool auto_len = false;     // the adaptive draft length chooses n_max each step
+    // --spec-accept rejection and a stochastic sampler: drafts are sampled and verified by rejection
+    // sampling (speculative/accept.h) with spec_rng; dists: each drafted token's draft distribution
+    bool reject = false;
+    std::mt19937 spec_rng;
+    std::vector<std::vector<IdProb>> dists;
   };
 
   void check_seq(int seq) const;

@@ -214,7 +214,7 @@ std::vector<int32_t> Sampler::history() const {
   return out;
 }
 
-int32_t Sampler::sample(const float* logits, const uint32_t* allowed) {
+void Sampler::run_chain(const float* logits, const uint32_t* allowed) {
   c_.buf.resize(n_vocab_);
   TokenData* d = c_.buf.data();
   for (int i = 0; i < n_vocab_; i++) d[i] = {i, logits[i], 0.0f};
@@ -226,21 +226,25 @@ int32_t Sampler::sample(const float* logits, const uint32_t* allowed) {
 
   apply_logit_bias();
   if (allowed) apply_allowed(allowed);
-
-  if (params_.mirostat == 0) {
-    for (SamplerType t : chain_) {
-      switch (t) {
-        case SamplerType::PENALTIES: apply_penalties(); break;
-        case SamplerType::TOP_N_SIGMA: apply_top_n_sigma(); break;
-        case SamplerType::TOP_K: apply_top_k(params_.top_k); break;
-        case SamplerType::TYPICAL_P: apply_typical(); break;
-        case SamplerType::TOP_P: apply_top_p(); break;
-        case SamplerType::MIN_P: apply_min_p(); break;
-        case SamplerType::XTC: apply_xtc(); break;
-        case SamplerType::TEMPERATURE: apply_temp_ext(); break;
-        default: break;
-      }
+  if (params_.mirostat != 0) return;
+  for (SamplerType t : chain_) {
+    switch (t) {
+      case SamplerType::PENALTIES: apply_penalties(); break;
+      case SamplerType::TOP_N_SIGMA: apply_top_n_sigma(); break;
+      case SamplerType::TOP_K: apply_top_k(params_.top_k); break;
+      case SamplerType::TYPICAL_P: apply_typical(); break;
+      case SamplerType::TOP_P: apply_top_p(); break;
+      case SamplerType::MIN_P: apply_min_p(); break;
+      case SamplerType::XTC: apply_xtc(); break;
+      case SamplerType::TEMPERATURE: apply_temp_ext(); break;
+      default: break;
     }
+  }
+}
+
+int32_t Sampler::sample(const float* logits, const uint32_t* allowed) {
+  run_chain(logits, allowed);
+  if (params_.mirostat == 0) {
     apply_dist();
   } else {
     if (params_.temp != 1.0f) apply_temp(params_.temp);
@@ -250,6 +254,36 @@ int32_t Sampler::sample(const float* logits, const uint32_t* allowed) {
   if (c_.selected < 0 || (size_t)c_.selected >= c_.size)
     throw std::runtime_error("Sampler: no token selected (empty candidate set)");
   return c_.data()[c_.selected].id;
+}
+
+bool Sampler::has_distribution() const { return params_.mirostat == 0 && params_.temp > 0.0f; }
+
+void Sampler::distribution(const float* logits, std::vector<TokenData>& out, const uint32_t* allowed) {
+  if (!has_distribution())
+    throw std::logic_error("Sampler::distribution: the chain has no distribution to draw from (greedy or mirostat)");
+  run_chain(logits, allowed);
+  out.clear();
+  if (c_.size == 0) throw std::runtime_error("Sampler: no token selected (empty candidate set)");
+  // apply_dist's probabilities, without its draw
+  const TokenData* d = c_.data();
+  float max_l = d[0].logit;
+  for (size_t i = 1; i < c_.size; i++) max_l = std::max(max_l, d[i].logit);
+  double sum = 0.0;
+  for (size_t i = 0; i < c_.size; i++) sum += expf(d[i].logit - max_l);
+  for (size_t i = 0; i < c_.size; i++) {
+    const float p = (float)(expf(d[i].logit - max_l) / sum);
+    if (p > 0.0f) out.push_back({d[i].id, d[i].logit, p});
+  }
+}
+
+SamplerParams Sampler::draft_params(const SamplerParams& p) {
+  SamplerParams d = p;
+  d.samplers.erase(std::remove_if(d.samplers.begin(), d.samplers.end(),
+                                  [](SamplerType t) { return t == SamplerType::PENALTIES || t == SamplerType::XTC; }),
+                   d.samplers.end());
+  d.penalty_last_n = 0;
+  d.xtc_probability = 0.0f;
+  return d;
 }
 
 std::vector<std::pair<int32_t, float>> Sampler::post_sampling_probs(int n) const {

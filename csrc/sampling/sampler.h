@@ -93,6 +93,15 @@ class Sampler {
   // allowed (optional, a grammar's mask): bit (id % 32) of word id / 32 set = id may be drawn;
   // the others get -inf right after the logit bias, before the chain. Throws if none is allowed.
   int32_t sample(const float* logits, const uint32_t* allowed = nullptr);
+  // Speculative rejection sampling (speculative/accept.h): the chain's final distribution over logits, the
+  // candidates with p > 0 (any order), without the draw: the dist RNG does not move (XTC's coin does, as in
+  // sample()). Only when has_distribution(): temp > 0 and no mirostat (greedy is a point mass, handled
+  // by exact match; mirostat's distribution depends on its own draws). Throws otherwise.
+  bool has_distribution() const;
+  void distribution(const float* logits, std::vector<TokenData>& out, const uint32_t* allowed = nullptr);
+  // The drafting chain of a request: its steps without the history (penalties) and the coin (XTC), so the
+  // draft distribution is a function of the draft logits alone; the other settings are the request's.
+  static SamplerParams draft_params(const SamplerParams& p);
   // Records a token in the history (penalties). llama-server accepts the prompt tokens too.
   void accept(int32_t token);
   // Clears the history and reseeds the RNGs (a new random seed if seed == -1).
@@ -126,6 +135,7 @@ class Sampler {
     const TokenData* data() const { return buf.data() + off; }
   };
 
+  void run_chain(const float* logits, const uint32_t* allowed);  // logit bias, mask, the steps (no draw)
   void sort_desc(size_t k);  // top k sorted descending, size = k, sorted = true
   void softmax(bool do_sort);
   void apply_logit_bias();

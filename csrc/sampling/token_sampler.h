@@ -6,14 +6,25 @@
 #include <functional>
 #include <memory>
 #include <stdexcept>
+#include <vector>
 
 namespace pyllm {
+
+struct IdProb { int32_t id; float p; };
 
 struct TokenSampler {
   virtual ~TokenSampler() = default;
   // full chain; allowed (optional, a grammar's bitmask: bit id%32 of word id/32) restricts the draw
   virtual int32_t sample(const float* logits, int n_vocab, const uint32_t* allowed = nullptr) = 0;
   virtual void accept(int32_t token) = 0;                         // penalties history
+  // Speculative rejection sampling (--spec-accept rejection, speculative/accept.h). stochastic(): the chain
+  // ends in a distribution (temp > 0, no mirostat); otherwise the sequence is drafted greedily and verified
+  // by exact match. target_dist: that distribution over a verification row, without drawing (the RNG of
+  // sample() does not move). draft_dist: the request's drafting chain over a draft row (sampler.h
+  // Sampler::draft_params). Both fill out with the tokens of p > 0.
+  virtual bool stochastic() const { return false; }
+  virtual void target_dist(const float*, int, std::vector<IdProb>&) { throw std::logic_error("this sampler has no distribution"); }
+  virtual void draft_dist(const float*, int, std::vector<IdProb>&) { throw std::logic_error("this sampler has no distribution"); }
 };
 using SamplerFactory = std::function<std::unique_ptr<TokenSampler>(int n_vocab)>;
 

@@ -12,16 +12,20 @@ constexpr double kPrior = 0.6;      // conditional acceptance assumed before any
 constexpr double kSeqAlpha = 0.15;  // weight of a sequence's newest outcome
 constexpr double kGlobalAlpha = 0.05;
 constexpr double kDecay = 0.95;     // per step, for the cost fit (about the last 20 steps)
-constexpr double kDraftAlpha = 0.1;
+// running means of the plain step and the drafting forward: the mean of the first observations (the
+// start-up value is only used until the first one: on a busy machine it can be off by 2x or more), then
+// an exponential mean of this weight
+constexpr double kMeanAlpha = 0.1;
+constexpr int kPlainSeen = 3;  // plain steps timed before a drafting sequence stops taking every other one
 
-double forward_ms(const Model& model, ThreadPool& tp, Memory& mem, int n) {
+double forward_ms(const Model& model, ThreadPool& tp, Memory& mem, int n, bool snapshot = true) {
   std::vector<int32_t> tok(n, 0), pos(n), seq(n, 0), rows(n);
   for (int i = 0; i < n; i++) pos[i] = rows[i] = i;
   std::vector<float> logits((size_t)n * model.n_vocab), hidden((size_t)n * model.n_embd);
   ForwardIn in;
   in.n = n; in.tokens = tok.data(); in.pos = pos.data(); in.seq = seq.data();
   in.out_rows = rows.data(); in.n_out = n; in.logits = logits.data(); in.hidden = hidden.data();
-  in.snapshot = true;
+  in.snapshot = snapshot;
   mem.seq_rm(0, 0);
   const auto t0 = std::chrono::steady_clock::now();
   model.forward(tp, mem, in);
@@ -30,24 +34,29 @@ double forward_ms(const Model& model, ThreadPool& tp, Memory& mem, int n) {
 }  // namespace
 
 DraftCosts measure_verify_ms(const Model& model, ThreadPool& tp, int n_rows, int reps) {
+  n_rows = std::max(3, n_rows);  // two speculative points: the slope without the snapshots' fixed cost
   auto mem = model.create_memory(1, std::max(16, 2 * n_rows), n_rows);
-  double t1 = 1e30, tn = 1e30;
+  double t1 = 1e30, t2 = 1e30, tn = 1e30;
   forward_ms(model, tp, *mem, n_rows);  // warm-up: first-touch of the scratch buffers and the weights
   for (int r = 0; r < reps; r++) {
-    t1 = std::min(t1, forward_ms(model, tp, *mem, 1));
-    if (n_rows > 1) tn = std::min(tn, forward_ms(model, tp, *mem, n_rows));
+    t1 = std::min(t1, forward_ms(model, tp, *mem, 1, false));
+    t2 = std::min(t2, forward_ms(model, tp, *mem, 2));
+    tn = std::min(tn, forward_ms(model, tp, *mem, n_rows));
   }
   DraftCosts c;
-  c.verify_row_ms = n_rows > 1 ? std::max(0.0, (tn - t1) / (n_rows - 1)) : 0.0;
-  c.verify_base_ms = std::max(0.0, t1 - c.verify_row_ms);
+  c.verify_row_ms = std::max(0.0, (tn - t2) / (n_rows - 2));
+  c.verify_base_ms = std::max(0.0, t2 - 2 * c.verify_row_ms);
+  c.plain_ms = t1;
   return c;
 }
 
 AdaptiveDraftLength::AdaptiveDraftLength(int n_seq, int cap, const DraftCosts& start)
-    : cap_(cap), costs_(start), rate_(n_seq, std::vector<double>(cap, kPrior)), global_(cap, kPrior), steps_(n_seq, 0) {
-  // the start-up measurement as two weighted observations (rows 1 and cap+1) the running fit starts from
-  for (int rows : {1, cap + 1}) {
-    const double y = start.verify_base_ms + start.verify_row_ms * rows, w = 2.0;
+    : cap_(cap), costs_(start), rate_(n_seq, std::vector<double>(cap, kPrior)), global_(cap, kPrior), steps_(n_seq, 0),
+      idle_wait_(n_seq, kIdleProbe), idle_next_(n_seq, kIdleProbe) {
+  if (costs_.plain_ms <= 0) costs_.plain_ms = costs_.verify_base_ms + costs_.verify_row_ms;
+  // the start-up measurement as two weighted observations (rows 2 and cap+1) the running fit starts from
+  for (int rows : {2, cap + 1}) {
+    const double y = start.verify_base_ms + start.verify_row_ms * rows, w = 1.0;
     s0_ += w; sx_ += w * rows; sy_ += w * y; sxx_ += w * rows * rows; sxy_ += w * rows * y;
   }
 }
@@ -61,12 +70,15 @@ void AdaptiveDraftLength::begin(int seq) {
   check(seq);
   rate_[seq] = global_;
   steps_[seq] = 0;
+  idle_wait_[seq] = idle_wait_global_;
+  idle_next_[seq] = idle_wait_global_;
 }
 
 double AdaptiveDraftLength::expected_rate(int seq, int k, int n) const {
   double e = 1.0, p = 1.0;
   for (int i = 0; i < k; i++) { p *= rate_[seq][i]; e += p; }
-  const double t = costs_.verify_base_ms / n + costs_.verify_row_ms * (k + 1) + costs_.draft_ms * k / n;
+  const double t = k == 0 ? costs_.plain_ms / n
+                          : costs_.verify_base_ms / n + costs_.verify_row_ms * (k + 1) + costs_.draft_ms * k / n;
   return e / std::max(t, 1e-6);
 }
 
@@ -79,11 +91,26 @@ int AdaptiveDraftLength::choose(int seq, int n_generating) {
     const double r = expected_rate(seq, k, n);
     if (r > best_rate) { best = k; best_rate = r; }
   }
-  // while plain decoding wins, probe 4x less often: each probe costs a draft and the deferred catch-up
-  if (++steps_[seq] % (best > 0 ? kProbe : 4 * kProbe) == 0) {
+  const int step = ++steps_[seq];
+  if (best == 0) {
+    // plain decoding wins: a 1-token probe now and then (each costs a draft, the deferred catch-up and
+    // a speculative step), less often each time it confirms k = 0
+    if (step >= idle_next_[seq]) {
+      idle_wait_[seq] = idle_wait_global_ = std::min(2 * idle_wait_[seq], (int)kIdleProbeMax);
+      idle_next_[seq] = step + idle_wait_[seq];
+      return 1;
+    }
+    return 0;
+  }
+  idle_wait_[seq] = idle_wait_global_ = kIdleProbe;
+  idle_next_[seq] = step + kIdleProbe;
+  // plain steps are measured only when taken: until a few were, every other step is one, so a start-up
+  // value that is too high (a busy machine) cannot keep the sequence drafting where drafting loses
+  if (n_plain_ < kPlainSeen && step % 2 == 0) return 0;
+  if (step % kProbe == 0) {
     // a probe: one longer keeps the next position's rate measured; every other probe goes one shorter
     // (or at the cap) so the cost fit sees row counts on both sides of the working point
-    const bool down = best == cap_ || ((steps_[seq] / kProbe) % 2 == 0 && best > 0);
+    const bool down = best == cap_ || (step / kProbe) % 2 == 0;
     best += down ? -1 : 1;
   }
   return best;
@@ -99,7 +126,11 @@ void AdaptiveDraftLength::observe_accept(int seq, int n_drafted, int n_accepted)
   }
 }
 
-void AdaptiveDraftLength::observe_step(int rows, double ms) {
+void AdaptiveDraftLength::observe_step(int rows, int n_seqs, double ms) {
+  if (rows <= n_seqs) {  // nobody drafted: a plain step
+    costs_.plain_ms += std::max(kMeanAlpha, 1.0 / ++n_plain_) * (ms - costs_.plain_ms);
+    return;
+  }
   s0_ *= kDecay; sx_ *= kDecay; sy_ *= kDecay; sxx_ *= kDecay; sxy_ *= kDecay;
   s0_ += 1; sx_ += rows; sy_ += ms; sxx_ += (double)rows * rows; sxy_ += rows * ms;
   const double var = s0_ * sxx_ - sx_ * sx_;
@@ -110,7 +141,7 @@ void AdaptiveDraftLength::observe_step(int rows, double ms) {
 
 void AdaptiveDraftLength::observe_draft(int forwards, double ms) {
   if (forwards <= 0) return;
-  costs_.draft_ms += kDraftAlpha * (ms / forwards - costs_.draft_ms);
+  costs_.draft_ms += std::max(kMeanAlpha, 1.0 / ++n_draft_) * (ms / forwards - costs_.draft_ms);
 }
 
 }  // namespace pyllm

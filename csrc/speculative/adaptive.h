@@ -2,17 +2,27 @@
 // expected tokens per second,
 //   E(k) = 1 + sum_{j=1..k} prod_{i<=j} a_i     a_i: the sequence's running conditional acceptance of
 //                                                draft position i (given 1..i-1 were accepted)
-//   T(k) = V0 / n + Vr (k + 1) + D k / n        a step over R verification rows costs V0 + Vr R (the
-//                                                target forward, accept, MTP catch-up); one drafting
-//                                                forward costs D; n sequences decode together and share
-//                                                the per-forward costs
+//   T(k) = V0 / n + Vr (k + 1) + D k / n        a speculative step over R verification rows costs
+//                                                V0 + Vr R (the target forward with its recurrent
+//                                                snapshots, accept); one drafting forward costs D (with
+//                                                the deferred MTP catch-up); n sequences decode together
+//                                                and share the per-forward costs
+//   T(0) = P / n                                 a step without drafts is plain decoding, measured on
+//                                                its own: it has no snapshots, catch-up or draft, and
+//                                                on a small model those fixed costs are most of a
+//                                                speculative step, so a line through the speculative
+//                                                steps' costs says nothing about it
 // k = 0 (plain decoding) is chosen when drafting does not pay. Costs are measured at start-up
 // (measure_verify_ms + MtpDrafter::measure_step_ms) and then refined from every step's timings
-// (exponentially weighted least squares), so the numbers of the machine as it runs are the ones used.
-// a_i starts from the context-wide running rate and follows the sequence's own outcomes. Every
-// kProbe-th step (4 kProbe while k = 0) a sequence drafts one more (or, every other time, one fewer)
-// than its choice, so the rate of the next position and the cost of a row stay measured. Its sequences defer their MTP
-// catch-up to their next draft (MtpDrafter::Run::defer), so k = 0 costs what plain decoding costs.
+// (exponentially weighted least squares for V0, Vr; running means for P and D), so the numbers of the
+// machine as it runs are the ones used. a_i starts from the context-wide running rate and follows
+// the sequence's own outcomes. Every kProbe-th step a drafting sequence drafts one more (or, every
+// other time, one fewer) than its choice, so the rate of the next position and the cost of a row stay
+// measured (and until the context has timed 3 plain steps, every other step is one). At k = 0 it probes with one token after kIdleProbe steps, and each probe that leaves it at
+// 0 doubles the wait (up to kIdleProbeMax; the context-wide wait carries over to the next request), so
+// a model where drafting never pays loses at most about one probe in kIdleProbeMax steps. Its
+// sequences defer their MTP catch-up to their next draft (MtpDrafter::Run::defer), so k = 0 costs
+// what plain decoding costs.
 // Lossless whatever it picks: the draft length never changes the output.
 #pragma once
 #include <vector>
@@ -24,10 +34,12 @@ namespace pyllm {
 
 struct DraftCosts {
   double verify_base_ms = 0, verify_row_ms = 0, draft_ms = 0;
+  double plain_ms = 0;  // a step without drafts; 0 at construction: verify_base_ms + verify_row_ms
 };
 
-// Best-of-reps wall time of one target forward over rows = 1 and rows = n_rows (all logits and hidden
-// states, a recurrent plane per row, as a verification), on a scratch memory -> (base, per row).
+// Best-of-reps wall time of one target forward over rows = 2 and rows = n_rows (all logits and hidden
+// states, a recurrent plane per row, as a verification) -> (base, per row), and of a plain 1-row
+// decode (no planes) -> plain, on a scratch memory.
 DraftCosts measure_verify_ms(const Model& model, ThreadPool& tp, int n_rows, int reps);
 
 class AdaptiveDraftLength {
@@ -37,12 +49,13 @@ class AdaptiveDraftLength {
   void begin(int seq);                        // a new request on seq: its rates restart from the context's
   int choose(int seq, int n_generating);      // this step's draft length, 0..cap
   void observe_accept(int seq, int n_drafted, int n_accepted);
-  void observe_step(int rows, double ms);     // a verification step of `rows` rows (all sequences)
+  // a decoding step of `rows` rows over n_seqs sequences (rows == n_seqs: nobody drafted, a plain step)
+  void observe_step(int rows, int n_seqs, double ms);
   void observe_draft(int forwards, double ms);
 
   const DraftCosts& costs() const { return costs_; }
   const std::vector<double>& rates(int seq) const { check(seq); return rate_[seq]; }
-  static constexpr int kProbe = 8;
+  static constexpr int kProbe = 8, kIdleProbe = 32, kIdleProbeMax = 512;
 
  private:
   double expected_rate(int seq, int k, int n) const;  // E(k) / T(k)
@@ -52,6 +65,9 @@ class AdaptiveDraftLength {
   std::vector<std::vector<double>> rate_;  // [seq][position]
   std::vector<double> global_;             // [position], across sequences
   std::vector<int> steps_;                 // [seq] steps since begin
+  std::vector<int> idle_wait_, idle_next_;  // [seq] the k = 0 probe wait and the step of the next probe
+  int idle_wait_global_ = kIdleProbe;
+  int n_plain_ = 0, n_draft_ = 0;          // observations in the running means
   double s0_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0;  // weighted sums of (rows, ms)
 };
 

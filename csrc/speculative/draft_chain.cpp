@@ -25,7 +25,8 @@ class MtpStage : public Drafter {
     std::vector<size_t> at;
     for (size_t i = 0; i < reqs.size(); i++) {
       if (!out[i].empty() || reqs[i].n_max <= 0) continue;
-      q.push_back({reqs[i].seq, reqs[i].last, reqs[i].pos, std::min(n_max_, reqs[i].n_max), reqs[i].n_min, reqs[i].p_min});
+      const DraftRequest& r = reqs[i];
+      q.push_back({r.seq, r.last, r.pos, std::min(n_max_, r.n_max), r.n_min, r.p_min, r.sampler, r.rng, r.dists});
       at.push_back(i);
     }
     if (q.empty()) return;
@@ -81,6 +82,7 @@ std::vector<std::vector<int32_t>> DraftChain::draft(const std::vector<DraftReque
       if (which[i] >= 0 || out[i].empty()) continue;
       which[i] = (int)k;  // the first drafter with a draft wins the sequence
       if ((int)out[i].size() > reqs[i].n_max) out[i].resize(std::max(0, reqs[i].n_max));
+      if (reqs[i].dists && reqs[i].dists->size() > out[i].size()) reqs[i].dists->resize(out[i].size());
       left--;
     }
   }

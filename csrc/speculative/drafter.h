@@ -4,7 +4,10 @@
 // target and cut at the first token the target's own sampler does not produce (accept.h).
 #pragma once
 #include <cstdint>
+#include <random>
 #include <vector>
+
+#include "sampling/token_sampler.h"
 
 namespace pyllm {
 
@@ -16,6 +19,12 @@ struct DraftRequest {
   int n_max;                            // room (context, n_predict); <= 0: no draft
   int n_min = 0;                        // the sequence's draft-model bounds (its request's speculative.n_min /
   float p_min = 0.0f;                   // p_min, or the context's)
+  // --spec-accept rejection, a stochastic sequence: a drafter that can sample draws each token from
+  // sampler->draft_dist over its logits with rng and appends that distribution to *dists (one per
+  // drafted token, cut with the draft); one that cannot leaves *dists empty (a point mass per token).
+  TokenSampler* sampler = nullptr;
+  std::mt19937* rng = nullptr;
+  std::vector<std::vector<IdProb>>* dists = nullptr;
 };
 
 class Drafter {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "sampling/token_sampler.h"
+#include "speculative/accept.h"
 
 namespace pyllm {
 
@@ -142,8 +143,19 @@ std::vector<std::vector<int32_t>> MtpDrafter::draft(const std::vector<Request>& 
     for (int i = 0; i < n; i++) {
       const float* lg = logits_.data() + (size_t)i * V;
       const Request& q = reqs[live[i]];
-      // argmax, and its probability within the softmax of the top-10 logits (upstream's p_min rule)
-      const int32_t best = head_ ? head_->id(argmax(lg, V)) : argmax(lg, V);
+      // argmax (or a draw from the request's drafting chain), and the top-1 probability within the
+      // softmax of the top-10 logits (upstream's p_min rule)
+      int32_t best = head_ ? head_->id(argmax(lg, V)) : argmax(lg, V);
+      if (q.sampler) {
+        const float* full = lg;
+        if (head_) {  // the chain runs over token ids: the rows the head does not draft over are -inf
+          full_.assign(model_.n_vocab, -INFINITY);
+          for (int64_t j = 0; j < V; j++) full_[head_->id(j)] = lg[j];
+          full = full_.data();
+        }
+        q.sampler->draft_dist(full, (int)model_.n_vocab, dist_);
+        best = draw_token(dist_, *q.rng);
+      }
       if (q.p_min > 0) {
         top_.assign(lg, lg + V);
         const int k = (int)std::min<int64_t>(10, V);
@@ -154,6 +166,7 @@ std::vector<std::vector<int32_t>> MtpDrafter::draft(const std::vector<Request>& 
       }
       auto& d = result[live[i]];
       d.push_back(best);
+      if (q.sampler) q.dists->push_back(dist_);
       if ((int)d.size() >= q.n_max) continue;
       // the next depth pairs the drafted token with this row's own MTP output
       next_live.push_back(live[i]);
@@ -170,7 +183,10 @@ std::vector<std::vector<int32_t>> MtpDrafter::draft(const std::vector<Request>& 
     mem_->seq_rm(q.seq, q.pos + 1);
     kept_pos_[q.seq] = q.pos;
     kept_tok_[q.seq] = q.last;
-    if ((int)result[r].size() < q.n_min) result[r].clear();
+    if ((int)result[r].size() < q.n_min) {
+      result[r].clear();
+      if (q.dists) q.dists->clear();
+    }
   }
   return result;
 }

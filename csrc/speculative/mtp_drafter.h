@@ -14,12 +14,14 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "cpu/threadpool.h"
 #include "memory/batch.h"
 #include "memory/memory.h"
 #include "model/model.h"
+#include "sampling/token_sampler.h"
 #include "speculative/draft_head.h"
 #include "speculative/spec_params.h"
 
@@ -39,9 +41,14 @@ class MtpDrafter {
 
   // Draft up to n_max tokens after `last`, which the target will read at position pos (its length);
   // n_min / p_min are the sequence's (the context's, or its request's speculative.n_min / p_min).
-  struct Request { int seq; int32_t last; int32_t pos; int n_max; int n_min; float p_min; };
-  // One draft per request (empty for n_max <= 0): greedy over the draft head (the model's MTP head, or
-  // the cheap one of --spec-draft-head-type / --spec-draft-vocab), stopped by p_min, dropped below n_min.
+  // sampler / rng / dists: a sampled draft (DraftRequest's, --spec-accept rejection), else greedy.
+  struct Request {
+    int seq; int32_t last; int32_t pos; int n_max; int n_min; float p_min;
+    TokenSampler* sampler = nullptr; std::mt19937* rng = nullptr; std::vector<std::vector<IdProb>>* dists = nullptr;
+  };
+  // One draft per request (empty for n_max <= 0): over the draft head (the model's MTP head, or the
+  // cheap one of --spec-draft-head-type / --spec-draft-vocab) greedy, or drawn from the request's
+  // drafting chain (then each token's distribution goes to *dists); stopped by p_min, dropped below n_min.
   std::vector<std::vector<int32_t>> draft(const std::vector<Request>& reqs);
 
   // Rows the target decoded and keeps: n rows of seq at pos0.., with their target hidden states h
@@ -96,7 +103,8 @@ class MtpDrafter {
   double t_draft_ms_ = 0;
   // scratch reused across steps
   Batch batch_, next_;
-  std::vector<float> hin_, next_h_, logits_, hidden_, top_;
+  std::vector<float> hin_, next_h_, logits_, hidden_, top_, full_;
+  std::vector<IdProb> dist_;
   std::vector<int32_t> rows_;
 };
 

@@ -120,6 +120,8 @@ std::vector<double> check_spec_params(const SpecParams& p) {
   check_range(p.ngram.mod_n_match, 1, 1024, "--spec-ngram-mod-n-match", "ngram size N");
   if (p.n_max_auto && p.has("draft-mtp") && p.n_max < 1)
     throw std::invalid_argument("--spec-draft-n-max auto needs a cap >= 1, got " + std::to_string(p.n_max));
+  if (p.accept != "match" && p.accept != "rejection")
+    throw std::invalid_argument("--spec-accept must be 'match' or 'rejection', got '" + p.accept + "'");
   if (p.draft_vocab < 0) throw std::invalid_argument("--spec-draft-vocab must be >= 0, got " + std::to_string(p.draft_vocab));
   if (!p.draft_head_type.empty()) draft_head_type(p.draft_head_type);  // throws naming the type
   // unconditional rates -> conditional keep probabilities, position by position

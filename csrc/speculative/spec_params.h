@@ -35,6 +35,11 @@ struct SpecParams {
   // the cheap draft head (speculative/draft_head.h): drafting only, the target verifies with its own head
   std::string draft_head_type;  // --spec-draft-head-type: "" = the model's head, else a GGML type name
   int draft_vocab = 0;          // --spec-draft-vocab N: draft over N ids (0 = the whole vocabulary)
+  // --spec-accept: "match" (llama.cpp's sample-and-accept-n: output == plain sampling with the same seed)
+  // or "rejection" (speculative sampling against sampled drafts: output == plain sampling in distribution,
+  // higher acceptance at temperature > 0; speculative/accept.h)
+  std::string accept = "match";
+  bool rejection() const { return accept == "rejection"; }
 
   std::vector<std::string> types() const;   // the list, without "none" (empty when a "none" is in it)
   bool has(const std::string& t) const;
