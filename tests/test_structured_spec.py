@@ -42,8 +42,8 @@ def constraint(model, body):
     return TokenConstraint(model.n_vocab, GrammarMatcher(model.guidance(), g))
 
 
-def generate(model, con, sampling, spec="none", n_max=3, prompt=PROMPT, n_predict=80):
-    gen = Generator(model, n_ctx=512, spec_type=spec, n_max=n_max)
+def generate(model, con, sampling, spec="none", n_max=3, prompt=PROMPT, n_predict=80, accept="match"):
+    gen = Generator(model, n_ctx=512, spec_type=spec, n_max=n_max, accept=accept)
     req = Request(prompt=model.tokenize(prompt), sampling=dict(sampling), n_predict=n_predict, constraint=con)
     fin = [ev.data for ev in gen.run(req) if ev.kind == "done"][0]
     return fin["tokens"], fin["text"], fin["stats"]
@@ -77,6 +77,16 @@ def test_mtp_under_grammar_equals_plain(model, kind, sampling):
         assert st["n_draft"] <= n_max * st["n_verif_steps"]
         accepted += st["n_draft_accepted"]
     assert accepted > 0  # drafts were made under the grammar and some survived
+
+
+def test_rejection_mode_keeps_the_match_rule_under_a_grammar(model):
+    """--spec-accept rejection applies to unconstrained sequences; a constrained one is sampled under its masks
+    with the match rule, so its seeded output is the plain one."""
+    body = {"json_schema": SCHEMA}
+    plain, text, _ = generate(model, constraint(model, body), SAMPLINGS[1])
+    toks, out, st = generate(model, constraint(model, body), SAMPLINGS[1], "draft-mtp", 3, accept="rejection")
+    assert toks == plain and st["n_draft"] > 0
+    jsonschema.validate(json.loads(out), SCHEMA)
 
 
 def test_ngram_drafts_under_grammar_equal_plain(model):
