@@ -203,8 +203,8 @@ static void mm_rows_tiled(const Weight& W, const QuantActs& qa, const Panels& P,
   // panel's results leave as one contiguous run per token
   float c[kGemmCols][kTileChunkMax];
   for (int p = 0; p < P.n; p++) {
-    for (int r = 0; r < nr; r += kGemmRows) tile(K, W.data + (n0 + r) * W.nb1, W.nb1, P.at(p), &c[0][r], kTileChunkMax);
     const int t0 = p * kGemmCols, nt = std::min(kGemmCols, B - t0);
+    for (int r = 0; r < nr; r += kGemmRows) tile(K, W.data + (n0 + r) * W.nb1, W.nb1, P.at(p), &c[0][r], kTileChunkMax, nt);
     for (int j = 0; j < nt; j++) std::memcpy(&Y[(t0 + j) * ldy + n0], c[j], nr * sizeof(float));
   }
   if (q1 < n1) mm_rows(W, qa, Y, ldy, q1, n1);  // the last rows short of a tile

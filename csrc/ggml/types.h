@@ -42,7 +42,8 @@ constexpr int kGemmRows = 4, kGemmCols = 4;
 constexpr int kMaxWeightRows = 4;
 typedef void (*vec_dot_rows_fn)(int n, float* s, const void* x, size_t bx, const void* y, int nr);
 typedef void (*gemm_pack_fn)(const void* acts, size_t row_bytes, int n, int64_t K, void* panel);
-typedef void (*gemm_tile_fn)(int K, const void* w, size_t ldw, const void* panel, float* C, size_t ldc);
+// nc (1..kGemmCols): the panel's tokens in use; only their results are computed and written
+typedef void (*gemm_tile_fn)(int K, const void* w, size_t ldw, const void* panel, float* C, size_t ldc, int nc);
 
 struct type_traits {
   const char* name;       // GGML's name, e.g. "q4_K"

@@ -58,9 +58,11 @@ struct T_iq4_nl {  // the non-linear table shifted by 128
   }
 };
 
-template <class W>
-static void gemm_signed_tile(int K, const void* vw, size_t ldw, const void* panel, float* C, size_t ldc) {
-  static_assert(kGemmRows == 4 && kGemmCols == 4, "the tile below is written for 4 x 4");
+// NC = the panel's tokens in use (a last partial panel, a 2- or 3-row verification): only those pairs are
+// computed, each with the same operations as in a full tile.
+template <class W, int NC>
+static void gemm_signed_tile_nc(int K, const void* vw, size_t ldw, const void* panel, float* C, size_t ldc) {
+  static_assert(kGemmRows == 4 && kGemmCols == 4 && NC >= 1 && NC <= 4, "the tile below is written for 4 x 4");
   const int nb = K / 32;
   const int8_t* pq = (const int8_t*)panel;
   const int32_t* pc = (const int32_t*)(pq + (size_t)nb * kGemmCols * 32);
@@ -83,7 +85,7 @@ static void gemm_signed_tile(int K, const void* vw, size_t ldw, const void* pane
     for (int i = 0; i < 4; i++) {
       const __m256i w = W::load(x[i][b]);
 #pragma GCC unroll 4
-      for (int j = 0; j < 4; j++) {
+      for (int j = 0; j < NC; j++) {
         const __m256i p = _mm256_dpbusd_epi32(_mm256_loadu_si256(cb + j), w, _mm256_loadu_si256(yb + j));
         acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_broadcast_ss(&sc[i][j]), acc[i][j]);
       }
@@ -92,7 +94,16 @@ static void gemm_signed_tile(int K, const void* vw, size_t ldw, const void* pane
 #pragma GCC unroll 4
   for (int i = 0; i < 4; i++)
 #pragma GCC unroll 4
-    for (int j = 0; j < 4; j++) C[j * ldc + i] = hsum8(acc[i][j]);
+    for (int j = 0; j < NC; j++) C[j * ldc + i] = hsum8(acc[i][j]);
+}
+template <class W>
+static void gemm_signed_tile(int K, const void* vw, size_t ldw, const void* panel, float* C, size_t ldc, int nc) {
+  switch (nc) {
+    case 1: gemm_signed_tile_nc<W, 1>(K, vw, ldw, panel, C, ldc); break;
+    case 2: gemm_signed_tile_nc<W, 2>(K, vw, ldw, panel, C, ldc); break;
+    case 3: gemm_signed_tile_nc<W, 3>(K, vw, ldw, panel, C, ldc); break;
+    default: gemm_signed_tile_nc<W, 4>(K, vw, ldw, panel, C, ldc); break;
+  }
 }
 
 // Panel of Q8_1 activations (gemm_pack_q8_1): [nb][4][32] int8 y as they are, then [nb][4] float d and
@@ -127,9 +138,9 @@ struct T_q5_1 {
   }
 };
 
-template <class W>
-static void gemm_unsigned_tile(int K, const void* vw, size_t ldw, const void* panel, float* C, size_t ldc) {
-  static_assert(kGemmRows == 4 && kGemmCols == 4, "the tile below is written for 4 x 4");
+template <class W, int NC>
+static void gemm_unsigned_tile_nc(int K, const void* vw, size_t ldw, const void* panel, float* C, size_t ldc) {
+  static_assert(kGemmRows == 4 && kGemmCols == 4 && NC >= 1 && NC <= 4, "the tile below is written for 4 x 4");
   const int nb = K / 32;
   const uint8_t* pq = (const uint8_t*)panel;
   const float* pd = (const float*)(pq + (size_t)nb * kGemmCols * 32);
@@ -153,16 +164,16 @@ static void gemm_unsigned_tile(int K, const void* vw, size_t ldw, const void* pa
       accm[i] = _mm_fmadd_ps(_mm_set1_ps(h2f(x[i][b].m)), sy, accm[i]);
     }
     const uint8_t* yb = pq + (size_t)b * 128;
-    const __m256i y0 = _mm256_loadu_si256((const __m256i*)yb), y1 = _mm256_loadu_si256((const __m256i*)(yb + 32));
-    const __m256i y2 = _mm256_loadu_si256((const __m256i*)(yb + 64)), y3 = _mm256_loadu_si256((const __m256i*)(yb + 96));
+    __m256i y[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < NC; j++) y[j] = _mm256_loadu_si256((const __m256i*)(yb + 32 * j));
 #pragma GCC unroll 4
     for (int i = 0; i < 4; i++) {
       const __m256i q = W::load(x[i][b]);
       const __m256i z = _mm256_setzero_si256();
-      acc[i][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_dpbusd_epi32(z, q, y0)), _mm256_broadcast_ss(&sc[i][0]), acc[i][0]);
-      acc[i][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_dpbusd_epi32(z, q, y1)), _mm256_broadcast_ss(&sc[i][1]), acc[i][1]);
-      acc[i][2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_dpbusd_epi32(z, q, y2)), _mm256_broadcast_ss(&sc[i][2]), acc[i][2]);
-      acc[i][3] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_dpbusd_epi32(z, q, y3)), _mm256_broadcast_ss(&sc[i][3]), acc[i][3]);
+#pragma GCC unroll 4
+      for (int j = 0; j < NC; j++)
+        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_dpbusd_epi32(z, q, y[j])), _mm256_broadcast_ss(&sc[i][j]), acc[i][j]);
     }
   }
 #pragma GCC unroll 4
@@ -170,7 +181,16 @@ static void gemm_unsigned_tile(int K, const void* vw, size_t ldw, const void* pa
     alignas(16) float m[4];
     _mm_store_ps(m, accm[i]);
 #pragma GCC unroll 4
-    for (int j = 0; j < 4; j++) C[j * ldc + i] = hsum8(acc[i][j]) + m[j];
+    for (int j = 0; j < NC; j++) C[j * ldc + i] = hsum8(acc[i][j]) + m[j];
+  }
+}
+template <class W>
+static void gemm_unsigned_tile(int K, const void* vw, size_t ldw, const void* panel, float* C, size_t ldc, int nc) {
+  switch (nc) {
+    case 1: gemm_unsigned_tile_nc<W, 1>(K, vw, ldw, panel, C, ldc); break;
+    case 2: gemm_unsigned_tile_nc<W, 2>(K, vw, ldw, panel, C, ldc); break;
+    case 3: gemm_unsigned_tile_nc<W, 3>(K, vw, ldw, panel, C, ldc); break;
+    default: gemm_unsigned_tile_nc<W, 4>(K, vw, ldw, panel, C, ldc); break;
   }
 }
 
