@@ -31,6 +31,8 @@ constexpr int NEAR_IQ2XXS = 4, NEAR_IQ2 = 2, NEAR_IQ3 = 2, NEAR_IQ1 = 2;  // IQ2
 constexpr int SCALE_STEPS = 7;
 constexpr float SCALE_LO = 0.70f, SCALE_STEP = 0.09f;
 
+typedef float v4 __attribute__((vector_size(16)));  // GCC/Clang vector extension (SSE on x86)
+
 // A grid decoded to floats: n entries of gs values (signed for IQ1). The weighted error is separable
 // per element, so when the per-element nearest levels form a grid entry that entry is optimal: `code`
 // maps level patterns (base = number of levels) to entries. Otherwise only the pattern's precomputed
@@ -107,12 +109,21 @@ struct Lattice {
     }
     int bi = code[c];
     if (bi < 0) {
-      float be = INFINITY, wt[GS];
-      for (int j = 0; j < GS; j++) wt[j] = 2 * w[j] * t[j];
+      // err = (s^2 sum w g^2 - 2 s sum w t g) / s = sum g (s w g - 2 w t), 4 elements per vector op
+      constexpr int NV = GS / 4;
+      v4 sw[NV], wt[NV];
+      for (int q = 0; q < NV; q++)
+        for (int j = 0; j < 4; j++) { sw[q][j] = s * w[4 * q + j]; wt[q][j] = 2 * w[4 * q + j] * t[4 * q + j]; }
+      float be = INFINITY;
       for (uint32_t k = nbr_off[c]; k < nbr_off[c + 1]; k++) {
         const float* g = &v[(size_t)nbr[k] * GS];
-        float err = 0;  // (s^2 sum w g^2 - 2 s sum w t g) / s
-        for (int j = 0; j < GS; j++) err += g[j] * (s * w[j] * g[j] - wt[j]);
+        v4 e = {0, 0, 0, 0};
+        for (int q = 0; q < NV; q++) {
+          v4 gq;
+          std::memcpy(&gq, g + 4 * q, sizeof gq);
+          e += gq * (sw[q] * gq - wt[q]);
+        }
+        const float err = (e[0] + e[1]) + (e[2] + e[3]);
         if (err < be) { be = err; bi = nbr[k]; }
       }
     }
