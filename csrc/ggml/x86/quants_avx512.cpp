@@ -22,6 +22,7 @@ static inline __m256i madd16_acc(__m256i acc, __m256i a, __m256i b) { return _mm
 #define SIMD_NS x86_avx512
 #include "ggml/x86/quants_simd.inc.h"
 #include "ggml/x86/quants_lowbit_simd.inc.h"
+#include "ggml/x86/dec_avx512.inc.h"
 
 namespace pyllm {
 namespace x86_avx512 {
@@ -416,6 +417,7 @@ void quants_override_avx512(type_traits* t) {
   install_gemm_tiles(t);
   install_act_quantizers(t);
   install_gemv_rows(t);
+  install_dec_kernels(t);
 }
 
 }  // namespace pyllm
