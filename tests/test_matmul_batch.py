@@ -11,6 +11,8 @@ from test_quants import HALF_FIELDS, LEVELS, bits, random_row
 
 TYPES = [QT.F32, QT.F16, QT.BF16] + [t for t in HALF_FIELDS if t not in (QT.IQ1_M,)] + [QT.IQ1_M]
 TILE_REQUIRED_AVX512 = {QT.Q8_0, QT.Q4_0, QT.Q5_0, QT.IQ4_NL, QT.Q4_1, QT.Q5_1}
+# prefill on decoded rows (matmul from kDecMinRows = 8 tokens): the batch tests below cover its bits
+DEC_REQUIRED_AVX512 = {QT.IQ2_XXS, QT.IQ2_XS, QT.IQ2_S, QT.IQ3_XXS, QT.IQ3_S, QT.Q3_K}
 
 
 @pytest.fixture(autouse=True)
@@ -26,10 +28,10 @@ def weights(t, n_rows, k, rng):
 @pytest.mark.parametrize("level", LEVELS)
 def test_tiles_present_where_expected(level):
     c.set_simd_level(level)
-    for key in ("has_gemm_tile", "has_vec_dot_rows"):
+    for key in ("has_gemm_tile", "has_vec_dot_rows", "has_vec_dot_dec"):
         have = {t for t in TYPES if c.type_traits(int(t))[key]}
         if level == "avx512":
-            assert TILE_REQUIRED_AVX512 <= have, key
+            assert (DEC_REQUIRED_AVX512 if key == "has_vec_dot_dec" else TILE_REQUIRED_AVX512) <= have, key
         else:
             assert not have, key  # none below AVX-512 yet: they would need their own bit-identity test here
 

@@ -180,6 +180,7 @@ void bind_quants(nb::module_& m) {
     d["has_vec_dot_rp_k"] = t.vec_dot_rp_k != nullptr;
     d["has_gemm_tile"] = t.gemm_tile != nullptr;
     d["has_vec_dot_rows"] = t.vec_dot_rows != nullptr;
+    d["has_vec_dot_dec"] = t.vec_dot_dec_k != nullptr;
     return d;
   }, nb::arg("type"));
 

@@ -112,6 +112,31 @@ static inline void row_times_acts(const RowKernels& rk, int K, const uint8_t* wr
   for (; t < t1; t++) rk.one(K, &Y[t * ldy], wr, qa.row(t));
 }
 
+// Prefill for the types whose decode costs more than several dots (dec_row: grid lookups): rows
+// [n0, n1) are decoded once into a thread-local buffer (in L2), then each group of kMaxRowsK tokens
+// meets every decoded row (each decoded block is loaded once per group). vec_dot_dec_k has
+// vec_dot_k's bits, so the path is free to choose.
+constexpr int kDecMinRows = 8;
+static void mm_rows_decoded(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy, int64_t n0, int64_t n1) {
+  const type_traits& tr = get_type_traits(W.type);
+  const int K = (int)W.ne[0];
+  const size_t rb = tr.dec_row_bytes(K);
+  thread_local std::vector<uint8_t> buf;
+  const size_t need = (size_t)(n1 - n0) * rb + 64;
+  if (buf.size() < need) buf.resize(need);
+  uint8_t* dec = buf.data() + (64 - (uintptr_t)buf.data() % 64) % 64;
+  for (int64_t r = n0; r < n1; r++) tr.dec_row(K, W.data + r * W.nb1, dec + (r - n0) * rb);
+  constexpr int G = kMaxRowsK;  // vs L1-sized groups: no slower at K = 5120, faster at K = 17408 (noisy box)
+  float s[kMaxRowsK];
+  for (int t0 = 0; t0 < qa.B; t0 += G) {
+    const int k = std::min(G, qa.B - t0);
+    for (int64_t r = n0; r < n1; r++) {
+      tr.vec_dot_dec_k(K, s, dec + (r - n0) * rb, qa.row(t0), qa.row_bytes, k);
+      for (int j = 0; j < k; j++) Y[(t0 + j) * ldy + r] = s[j];
+    }
+  }
+}
+
 // Rows [n0, n1) of W against all B activation rows, tiled so a block of weight rows stays in
 // L1/L2 while it meets every token of a token block.
 static void mm_rows(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy, int64_t n0, int64_t n1) {
@@ -126,6 +151,10 @@ static void mm_rows(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy,
   if (B == 1 && rows && !rk.rp) {
     for (int64_t r = n0; r < n1; r += kMaxWeightRows)
       rows(K, Y + r, W.data + r * W.nb1, W.nb1, qa.row(0), (int)std::min<int64_t>(kMaxWeightRows, n1 - r));
+    return;
+  }
+  if (B >= kDecMinRows && !rk.rp && get_type_traits(W.type).vec_dot_dec_k) {
+    mm_rows_decoded(W, qa, Y, ldy, n0, n1);
     return;
   }
   // Long rows (8 activation rows over ~32 KiB): groups of 4 tokens stay in L1 while the chunk's weight

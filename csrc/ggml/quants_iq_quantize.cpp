@@ -1,9 +1,13 @@
 // Quantizers for the IQ lattice types and MXFP4 (used by tools/make_tiny_gguf.py through
-// _core.quantize). Our own search, not llama-quantize's: per scale unit (16 or 32 elements) a
-// weighted least-squares scale is refined by alternating with an exhaustive grid search, then the
-// super-block scale and the 4-bit (IQ1: 3-bit) unit scales are quantized and the grid entries picked
-// again for the final scales. Weights are x^2 + 2*mean(x^2) of the super-block (no imatrix). The
-// bytes differ from llama-quantize's, but every block is valid and decodes with the reference.
+// _core.quantize). Our own search, not llama-quantize's: per scale unit (16 or 32 elements) the best of
+// a few trial scales is refined by alternating grid picks with a weighted least-squares refit, then the
+// super-block scale and the 4-bit (IQ1: 3-bit) unit scales are quantized, each unit's code is chosen
+// among the rounded one and its two neighbours, and the grid entries picked again at the final scales.
+// A grid pick takes the per-element nearest levels when they form a grid entry, else the best of
+// that pattern's precomputed neighbour entries (the restriction llama.cpp's quantizer makes; ~10x
+// faster than the exhaustive search this replaced, and lower error on random data). Weights are
+// x^2 + 2*mean(x^2) of the super-block (no imatrix). The bytes differ from llama-quantize's, but
+// every block is valid and decodes with the reference.
 // MXFP4 follows gguf-py's quantizer exactly (tested byte for byte).
 #include "ggml/quants_iq.h"
 #include "ggml/fp16.h"
@@ -12,6 +16,7 @@
 #include <cmath>
 #include <cstring>
 #include <mutex>
+#include <stdexcept>
 #include <vector>
 
 namespace pyllm {
@@ -19,14 +24,27 @@ namespace ref {
 
 namespace {
 
-// A grid decoded to floats: n entries of gs values (signed for IQ1). The error is separable per
-// element, so when the per-element nearest levels form a grid entry that entry is optimal: `code`
-// maps level patterns (base = number of levels) to entries and skips the exhaustive search then.
+// Search breadth: neighbour lists keep the entries at the NEAR_* smallest distinct distances from a
+// pattern; each unit scale starts from the best of SCALE_STEPS trials SCALE_LO + k * SCALE_STEP times
+// max|t| / (largest level).
+constexpr int NEAR_IQ2XXS = 4, NEAR_IQ2 = 2, NEAR_IQ3 = 2, NEAR_IQ1 = 2;  // IQ2_XXS: 256 of 6561 patterns
+constexpr int SCALE_STEPS = 7;
+constexpr float SCALE_LO = 0.70f, SCALE_STEP = 0.09f;
+
+typedef float v4 __attribute__((vector_size(16)));  // GCC/Clang vector extension (SSE on x86)
+
+// A grid decoded to floats: n entries of gs values (signed for IQ1). The weighted error is separable
+// per element, so when the per-element nearest levels form a grid entry that entry is optimal: `code`
+// maps level patterns (base = number of levels) to entries. Otherwise only the pattern's precomputed
+// neighbours are searched: the entries at the NEAR smallest distinct (unweighted) distances from it.
+// This is the restriction llama.cpp's quantizer makes too (its own tables; these are built here).
 struct Lattice {
   int n = 0, gs = 0;
-  std::vector<float> v, levels;
-  std::vector<int> code;
-  template <class W> void init(const W* grid, int n_, int gs_, bool is_signed) {
+  std::vector<float> v, levels, mids;  // mids: midpoints between consecutive levels
+  std::vector<int> code;                // pattern -> entry, -1 when not on the grid
+  std::vector<uint32_t> nbr_off;        // pattern -> [nbr_off[c], nbr_off[c+1]) in nbr
+  std::vector<uint16_t> nbr;
+  template <class W> void init(const W* grid, int n_, int gs_, bool is_signed, int near) {
     n = n_; gs = gs_; v.resize((size_t)n * gs);
     for (int e = 0; e < n; e++)
       for (int j = 0; j < gs; j++) {
@@ -36,10 +54,35 @@ struct Lattice {
     for (float x : v)
       if (std::find(levels.begin(), levels.end(), x) == levels.end()) levels.push_back(x);
     std::sort(levels.begin(), levels.end());
+    if (!((gs == 8 && levels.size() == 3) || (gs == 4 && levels.size() == 8)))
+      throw std::logic_error("iq lattice: unexpected shape (best() knows 8x3 and 4x8 levels)");
+    for (size_t i = 0; i + 1 < levels.size(); i++) mids.push_back(0.5f * (levels[i] + levels[i + 1]));
     size_t ncode = 1;
     for (int j = 0; j < gs; j++) ncode *= levels.size();
     code.assign(ncode, -1);
     for (int e = 0; e < n; e++) code[code_of(&v[(size_t)e * gs])] = e;
+    nbr_off.assign(ncode + 1, 0);
+    std::vector<std::pair<float, int>> dist((size_t)n);
+    float g[8];
+    for (size_t c = 0; c < ncode; c++) {
+      nbr_off[c] = (uint32_t)nbr.size();
+      if (code[c] >= 0) continue;
+      size_t r = c;
+      for (int j = 0; j < gs; j++) { g[j] = levels[r % levels.size()]; r /= levels.size(); }
+      for (int e = 0; e < n; e++) {
+        float d2 = 0;
+        for (int j = 0; j < gs; j++) { const float dd = v[(size_t)e * gs + j] - g[j]; d2 += dd * dd; }
+        dist[(size_t)e] = {d2, e};
+      }
+      std::sort(dist.begin(), dist.end());
+      int distinct = 0;
+      for (size_t k = 0; k < dist.size(); k++) {
+        if (k == 0 || dist[k].first != dist[k - 1].first) distinct++;
+        if (distinct > near) break;
+        nbr.push_back((uint16_t)dist[k].second);
+      }
+    }
+    nbr_off[ncode] = (uint32_t)nbr.size();
   }
   size_t code_of(const float* g) const {
     size_t c = 0;
@@ -47,48 +90,64 @@ struct Lattice {
       c = c * levels.size() + (size_t)(std::lower_bound(levels.begin(), levels.end(), g[j]) - levels.begin());
     return c;
   }
-  // entry minimizing sum w (t - s*g)^2 (first on ties); *dot / *nrm get sum w t g and sum w g^2
+  // entry minimizing sum w (t - s*g)^2 over the nearest-level pattern's entry or its neighbours (first
+  // on ties); *dot / *nrm get sum w t g and sum w g^2. s > 0.
   int best(const float* t, const float* w, float s, float* dot, float* nrm) const {
-    int bi = -1;
-    if (s > 0) {  // per-element nearest levels
-      float g[8];
-      for (int j = 0; j < gs; j++) {
-        float bl = levels[0];
-        for (float l : levels)
-          if (std::fabs(t[j] - s * l) < std::fabs(t[j] - s * bl)) bl = l;
-        g[j] = bl;
-      }
-      bi = code[code_of(g)];
+    return gs == 8 ? best_n<8, 3>(t, w, s, dot, nrm) : best_n<4, 8>(t, w, s, dot, nrm);
+  }
+  // best() with the group size and level count known to the compiler (the two lattice shapes)
+  template <int GS, int NL> int best_n(const float* t, const float* w, float s, float* dot, float* nrm) const {
+    const float inv = 1.f / s;
+    float md[NL - 1];
+    for (int i = 0; i < NL - 1; i++) md[i] = mids[i];
+    size_t c = 0;
+    for (int j = GS - 1; j >= 0; j--) {
+      const float y = t[j] * inv;
+      int l = 0;
+      for (int i = 0; i < NL - 1; i++) l += y > md[i];
+      c = c * NL + l;
     }
+    int bi = code[c];
     if (bi < 0) {
+      // err = (s^2 sum w g^2 - 2 s sum w t g) / s = sum g (s w g - 2 w t), 4 elements per vector op
+      constexpr int NV = GS / 4;
+      v4 sw[NV], wt[NV];
+      for (int q = 0; q < NV; q++)
+        for (int j = 0; j < 4; j++) { sw[q][j] = s * w[4 * q + j]; wt[q][j] = 2 * w[4 * q + j] * t[4 * q + j]; }
       float be = INFINITY;
-      for (int e = 0; e < n; e++) {
-        const float* g = &v[(size_t)e * gs];
-        float d = 0, m = 0;
-        for (int j = 0; j < gs; j++) { d += w[j] * t[j] * g[j]; m += w[j] * g[j] * g[j]; }
-        const float err = s * s * m - 2 * s * d;
-        if (err < be) { be = err; bi = e; }
+      for (uint32_t k = nbr_off[c]; k < nbr_off[c + 1]; k++) {
+        const float* g = &v[(size_t)nbr[k] * GS];
+        v4 e = {0, 0, 0, 0};
+        for (int q = 0; q < NV; q++) {
+          v4 gq;
+          std::memcpy(&gq, g + 4 * q, sizeof gq);
+          e += gq * (sw[q] * gq - wt[q]);
+        }
+        const float err = (e[0] + e[1]) + (e[2] + e[3]);
+        if (err < be) { be = err; bi = nbr[k]; }
       }
     }
-    const float* g = &v[(size_t)bi * gs];
+    const float* g = &v[(size_t)bi * GS];
     float d = 0, m = 0;
-    for (int j = 0; j < gs; j++) { d += w[j] * t[j] * g[j]; m += w[j] * g[j] * g[j]; }
+    for (int j = 0; j < GS; j++) { d += w[j] * t[j] * g[j]; m += w[j] * g[j] * g[j]; }
     *dot = d; *nrm = m;
     return bi;
   }
 };
 
 enum Grid { G_IQ2XXS, G_IQ2XS, G_IQ2S, G_IQ3XXS, G_IQ3S, G_IQ1S, G_COUNT };
-const Lattice& lattice(Grid g) {
+const Lattice& lattice(Grid g) {  // built on first use (the neighbour lists take a few ms each)
   static Lattice L[G_COUNT];
-  static std::once_flag once;
-  std::call_once(once, [] {
-    L[G_IQ2XXS].init(iq2xxs_grid, 256, 8, false);
-    L[G_IQ2XS].init(iq2xs_grid, 512, 8, false);
-    L[G_IQ2S].init(iq2s_grid, 1024, 8, false);
-    L[G_IQ3XXS].init(iq3xxs_grid, 256, 4, false);
-    L[G_IQ3S].init(iq3s_grid, 512, 4, false);
-    L[G_IQ1S].init(iq1s_grid, 2048, 8, true);
+  static std::once_flag once[G_COUNT];
+  std::call_once(once[g], [g] {
+    switch (g) {
+      case G_IQ2XXS: L[g].init(iq2xxs_grid, 256, 8, false, NEAR_IQ2XXS); break;
+      case G_IQ2XS: L[g].init(iq2xs_grid, 512, 8, false, NEAR_IQ2); break;
+      case G_IQ2S: L[g].init(iq2s_grid, 1024, 8, false, NEAR_IQ2); break;
+      case G_IQ3XXS: L[g].init(iq3xxs_grid, 256, 4, false, NEAR_IQ3); break;
+      case G_IQ3S: L[g].init(iq3s_grid, 512, 4, false, NEAR_IQ3); break;
+      default: L[g].init(iq1s_grid, 2048, 8, true, NEAR_IQ1); break;
+    }
   });
   return L[g];
 }
@@ -100,32 +159,40 @@ void weights_of(const float* x, float* w) {
   for (int j = 0; j < QK_K; j++) w[j] = x[j] * x[j] + sigma2;
 }
 
-// Entries for `len` targets (len / gs groups) at scale s; returns the LS-refit scale.
-float pick(const Lattice& L, const float* t, const float* w, int len, float s, int* idx) {
-  float sd = 0, sn = 0;
+// Entries for `len` targets (len / gs groups) at scale s; *sd / *sn get sum w t g and sum w g^2 (the
+// LS scale for these entries is sd / sn, and the error at it is sum w t^2 - sd^2 / sn).
+void pick(const Lattice& L, const float* t, const float* w, int len, float s, int* idx, float* sd, float* sn) {
+  float a = 0, b = 0;
   for (int k = 0; k < len / L.gs; k++) {
     float d, m;
     idx[k] = L.best(t + k * L.gs, w + k * L.gs, s, &d, &m);
-    sd += d; sn += m;
+    a += d; b += m;
   }
-  return sn > 0 ? sd / sn : 0.f;
+  *sd = a; *sn = b;
 }
 
-// Best LS scale of one unit: start from max|t|/gmax, alternate grid pick and refit.
+// Best LS scale of one unit: pick entries at SCALE_STEPS trial scales around max|t|/gmax, keep the
+// trial whose LS refit has the lowest error, then alternate pick and refit while the error drops.
 float fit_unit(const Lattice& L, const float* t, const float* w, int len, int* idx) {
   float amax = 0, gmax = 0;
   for (int j = 0; j < len; j++) amax = std::fmax(amax, std::fabs(t[j]));
-  for (float g : L.v) gmax = std::fmax(gmax, std::fabs(g));
+  for (float g : L.levels) gmax = std::fmax(gmax, std::fabs(g));
   if (amax == 0) return 0.f;
-  float s = amax / gmax;
-  for (int it = 0; it < 3; it++) {
-    const float s2 = pick(L, t, w, len, s, idx);
-    if (!(s2 > 0)) break;
-    s = s2;
-  }
+  int tmp[32];
+  float best_score = 0, s = 0;  // score = sd^2 / sn, the error reduction of the LS fit
+  auto trial = [&](float st) {
+    float sd, sn;
+    pick(L, t, w, len, st, tmp, &sd, &sn);
+    if (!(sd > 0 && sn > 0) || sd * sd / sn <= best_score) return false;
+    best_score = sd * sd / sn; s = sd / sn;
+    std::memcpy(idx, tmp, sizeof(int) * (size_t)(len / L.gs));
+    return true;
+  };
+  for (int k = 0; k < SCALE_STEPS; k++) trial(amax / gmax * (SCALE_LO + k * SCALE_STEP));
+  for (int it = 0; it < 3 && s > 0; it++)
+    if (!trial(s)) break;
   return s;
 }
-
 // Unsigned-grid types: magnitudes as targets, signs stored separately. With `parity`, each group of
 // 8 must have an even number of negative signs: the element cheapest to flip gets its sign flipped
 // (its target becomes -|x|). Returns the 8-bit sign masks per group of 8.
@@ -156,6 +223,22 @@ float quantize_scales(const float* s, int nu, float a, float b, int lmax, int* l
   return d;
 }
 
+// With the super-block scale d fixed: the unit's code among ls-1, ls, ls+1 (rounding the LS scale
+// is not always best once the entries are picked again) and its entries at that scale.
+void refit_code(const Lattice& L, const float* t, const float* w, int len, float d, float a, float b, int lmax,
+                int* ls, int* idx) {
+  int tmp[32];
+  const int l0 = *ls;
+  float be = INFINITY;
+  for (int l = std::max(0, l0 - 1); l <= std::min(lmax, l0 + 1); l++) {
+    const float s = d * (a * l + b);
+    float sd, sn;
+    pick(L, t, w, len, s, tmp, &sd, &sn);
+    const float err = s * s * sn - 2 * s * sd;
+    if (err < be) { be = err; *ls = l; std::memcpy(idx, tmp, sizeof(int) * (size_t)(len / L.gs)); }
+  }
+}
+
 // The shared flow for the unsigned lattices: units of `ulen` elements, scale f(l) = a*l + b.
 struct UnsignedSpec { Grid grid; int ulen; bool parity; float a, b; };
 void quantize_unsigned(const UnsignedSpec& sp, const float* x, float* w, float* t, uint8_t* sgn, int* idx,
@@ -168,7 +251,7 @@ void quantize_unsigned(const UnsignedSpec& sp, const float* x, float* w, float* 
   for (int u = 0; u < nu; u++) s[u] = fit_unit(L, t + u * sp.ulen, w + u * sp.ulen, sp.ulen, idx + u * per);
   const float d = quantize_scales(s, nu, sp.a, sp.b, 15, ls);
   for (int u = 0; u < nu; u++)
-    if (d > 0) pick(L, t + u * sp.ulen, w + u * sp.ulen, sp.ulen, d * (sp.a * ls[u] + sp.b), idx + u * per);
+    if (d > 0) refit_code(L, t + u * sp.ulen, w + u * sp.ulen, sp.ulen, d, sp.a, sp.b, 15, &ls[u], idx + u * per);
     else std::memset(idx + u * per, 0, per * sizeof(int));
   *d_out = d;
 }
@@ -269,25 +352,30 @@ float iq1_groups(const float* x, const float* w, float dl, int ngroups, bool own
   }
   return total;
 }
-// LS unit scale for IQ1: alternate grid/delta picks (delta per group) and the refit.
+// LS unit scale for IQ1: the best of SCALE_STEPS trial scales (grid/delta picks per group of 8, then
+// the LS refit), then alternate picks and refits while the error drops.
 float iq1_unit_scale(const float* x, const float* w, int len) {
   const Lattice& L = lattice(G_IQ1S);
   float amax = 0;
   for (int j = 0; j < len; j++) amax = std::fmax(amax, std::fabs(x[j]));
   if (amax == 0) return 0.f;
-  float s = amax / 1.125f;
-  int idx[4], dsg[4];
-  for (int it = 0; it < 3; it++) {
-    iq1_groups(x, w, s, len / 8, true, 0, idx, dsg);
+  float best_score = 0, s = 0;
+  auto trial = [&](float st) {
+    int idx[4], dsg[4];
+    iq1_groups(x, w, st, len / 8, true, 0, idx, dsg);
     float num = 0, den = 0;
     for (int k = 0; k < len / 8; k++)
       for (int j = 0; j < 8; j++) {
         const float v = L.v[(size_t)idx[k] * 8 + j] + (dsg[k] ? -IQ1S_DELTA : IQ1S_DELTA);
         num += w[8 * k + j] * x[8 * k + j] * v; den += w[8 * k + j] * v * v;
       }
-    if (!(den > 0) || !(num > 0)) break;
-    s = num / den;
-  }
+    if (!(den > 0 && num > 0) || num * num / den <= best_score) return false;
+    best_score = num * num / den; s = num / den;
+    return true;
+  };
+  for (int k = 0; k < SCALE_STEPS; k++) trial(amax / 1.125f * (SCALE_LO + k * SCALE_STEP));
+  for (int it = 0; it < 3 && s > 0; it++)
+    if (!trial(s)) break;
   return s;
 }
 }  // namespace
@@ -303,12 +391,15 @@ void quantize_row_iq1_s(const float* x, void* vy, int64_t n) {
     const float dd = fp16_to_fp32(y[i].d);
     for (int ib = 0; ib < 8; ib++) {
       int idx[4] = {0, 0, 0, 0}, dsg[4], best_sgn = 0;
-      if (dd > 0) {  // one delta sign for the whole 32: the one with the lower error
-        const float dl = dd * (2 * ls[ib] + 1);
-        int id[4];
-        const float e0 = iq1_groups(x + 32 * ib, w + 32 * ib, dl, 4, false, 0, idx, dsg);
-        const float e1 = iq1_groups(x + 32 * ib, w + 32 * ib, dl, 4, false, 1, id, dsg);
-        if (e1 < e0) { best_sgn = 1; std::memcpy(idx, id, sizeof id); }
+      if (dd > 0) {  // the code among ls-1..ls+1 and one delta sign for the whole 32: the lowest error
+        const int l0 = ls[ib];
+        float be = INFINITY;
+        for (int l = std::max(0, l0 - 1); l <= std::min(7, l0 + 1); l++)
+          for (int sg = 0; sg < 2; sg++) {
+            int id[4];
+            const float e = iq1_groups(x + 32 * ib, w + 32 * ib, dd * (2 * l + 1), 4, false, sg, id, dsg);
+            if (e < be) { be = e; best_sgn = sg; ls[ib] = l; std::memcpy(idx, id, sizeof id); }
+          }
       }
       uint16_t qh = (uint16_t)((ls[ib] << 12) | (best_sgn ? 0x8000 : 0));
       for (int k = 0; k < 4; k++) { y[i].qs[4 * ib + k] = (uint8_t)(idx[k] & 255); qh |= (uint16_t)((idx[k] >> 8) << (3 * k)); }
@@ -319,26 +410,34 @@ void quantize_row_iq1_s(const float* x, void* vy, int64_t n) {
 
 void quantize_row_iq1_m(const float* x, void* vy, int64_t n) {
   block_iq1_m* y = (block_iq1_m*)vy;
-  float w[QK_K], s[16]; int ls[16];
+  float w[QK_K], s[16]; int ls[16], idx[32], dsg[32];
   for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
     weights_of(x, w);
     for (int u = 0; u < 16; u++) s[u] = iq1_unit_scale(x + 16 * u, w + 16 * u, 16);
     const float d = quantize_scales(s, 16, 2.f, 1.f, 7, ls);
     const uint16_t dh = fp32_to_fp16(d);
+    const float dd = fp16_to_fp32(dh);
+    std::memset(idx, 0, sizeof idx); std::memset(dsg, 0, sizeof dsg);
+    for (int u = 0; u < 16 && dd > 0; u++) {  // the code among ls-1..ls+1 with the lowest error
+      const int l0 = ls[u];
+      float be = INFINITY;
+      for (int l = std::max(0, l0 - 1); l <= std::min(7, l0 + 1); l++) {
+        int id[2], ds[2];
+        const float e = iq1_groups(x + 16 * u, w + 16 * u, dd * (2 * l + 1), 2, true, 0, id, ds);
+        if (e < be) {
+          be = e; ls[u] = l;
+          std::memcpy(idx + 2 * u, id, sizeof id); std::memcpy(dsg + 2 * u, ds, sizeof ds);
+        }
+      }
+    }
     std::memset(&y[i], 0, sizeof(block_iq1_m));
     uint16_t sc[4] = {0, 0, 0, 0};
     for (int u = 0; u < 16; u++) sc[u / 4] |= (uint16_t)(ls[u] << (3 * (u % 4)));
     for (int k = 0; k < 4; k++) sc[k] |= (uint16_t)(((dh >> (4 * k)) & 0xF) << 12);
     std::memcpy(y[i].scales, sc, 8);
-    const float dd = fp16_to_fp32(dh);
-    for (int u = 0; u < 16; u++) {
-      int idx[2] = {0, 0}, dsg[2] = {0, 0};
-      if (dd > 0) iq1_groups(x + 16 * u, w + 16 * u, dd * (2 * ls[u] + 1), 2, true, 0, idx, dsg);
-      for (int k = 0; k < 2; k++) {
-        const int g = 2 * u + k;  // group of 8 within the super-block
-        y[i].qs[g] = (uint8_t)(idx[k] & 255);
-        y[i].qh[g / 2] |= (uint8_t)((((idx[k] >> 8) & 7) | (dsg[k] ? 8 : 0)) << (4 * (g % 2)));
-      }
+    for (int g = 0; g < 32; g++) {  // groups of 8 within the super-block
+      y[i].qs[g] = (uint8_t)(idx[g] & 255);
+      y[i].qh[g / 2] |= (uint8_t)((((idx[g] >> 8) & 7) | (dsg[g] ? 8 : 0)) << (4 * (g % 2)));
     }
   }
 }

@@ -44,6 +44,11 @@ typedef void (*vec_dot_rows_fn)(int n, float* s, const void* x, size_t bx, const
 typedef void (*gemm_pack_fn)(const void* acts, size_t row_bytes, int n, int64_t K, void* panel);
 // nc (1..kGemmCols): the panel's tokens in use; only their results are computed and written
 typedef void (*gemm_tile_fn)(int K, const void* w, size_t ldw, const void* panel, float* C, size_t ldc, int nc);
+// Prefill on decoded rows (optional, per SIMD level): dec_row writes one weight row of n elements in an
+// unpacked form of dec_row_bytes(n) bytes (64-byte aligned), and vec_dot_dec_k is vec_dot_k on such a
+// row, bit-identical to vec_dot_k on the packed row. For types whose decode costs more than several
+// dots (grid lookups): matmul decodes each weight row once per batch instead of once per <= 8 tokens.
+typedef void (*dec_row_fn)(int n, const void* x, void* out);
 
 struct type_traits {
   const char* name;       // GGML's name, e.g. "q4_K"
@@ -69,6 +74,9 @@ struct type_traits {
   gemm_pack_fn gemm_pack = nullptr;
   size_t (*gemm_panel_bytes)(int64_t K) = nullptr;
   vec_dot_rows_fn vec_dot_rows = nullptr;  // decode: several weight rows, one activation row (not rp weights)
+  dec_row_fn dec_row = nullptr;  // prefill on decoded rows (not rp weights)
+  size_t (*dec_row_bytes)(int64_t K) = nullptr;
+  vec_dot_k_fn vec_dot_dec_k = nullptr;
 };
 
 // THE table (csrc/ggml/traits.cpp). Index by id; ids outside [0, GGML_TYPE_COUNT) are invalid.

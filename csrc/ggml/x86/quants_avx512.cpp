@@ -22,6 +22,7 @@ static inline __m256i madd16_acc(__m256i acc, __m256i a, __m256i b) { return _mm
 #define SIMD_NS x86_avx512
 #include "ggml/x86/quants_simd.inc.h"
 #include "ggml/x86/quants_lowbit_simd.inc.h"
+#include "ggml/x86/dec_avx512.inc.h"
 
 namespace pyllm {
 namespace x86_avx512 {
@@ -262,6 +263,64 @@ static void dot_q4_K_rp_512(int n, float* s, const void* vx, const void* vy, siz
   if constexpr (NR == 4 || NR == 8) dot_q4_K_rp_512_lanes<NR>(n, s, vx, vy, by);
   else dot_q4_K_rp_512_rows<NR>(n, s, vx, vy, by);
 }
+// Repacked Q2_K (dot_q2_K_rp's arithmetic) for groups of 4 / 8 rows, as dot_q4_K_rp_512_lanes: zmm p
+// holds chunks 2p, 2p+1 (2-bit fields of one 32-byte run of qs), their 16-element scales as int16
+// words; the integer totals per row (sums, and mins . bsums) are exact in any order, and each float
+// lane does the scalar fma(is, d*y.d, acc), fma(imin, dmin*y.d, accm), acc - accm. Other row counts
+// run dot_q2_K_rp itself.
+template <int NR>
+static void dot_q2_K_rp_512(int n, float* s, const void* vx, const void* vy, size_t by) {
+  if constexpr (NR != 4 && NR != 8) {
+    dot_q2_K_rp<NR>(n, s, vx, vy, by);
+  } else {
+    typedef typename std::conditional<NR == 8, __m256, __m128>::type V;
+    V acc, accm;
+    if constexpr (NR == 8) { acc = _mm256_setzero_ps(); accm = _mm256_setzero_ps(); }
+    else { acc = _mm_setzero_ps(); accm = _mm_setzero_ps(); }
+    const block_q2_K* x = (const block_q2_K*)vx;
+    const __m512i m3 = _mm512_set1_epi8(3);
+    for (int i = 0; i < n / QK_K; i++) {
+      const __m128i sc8 = _mm_loadu_si128((const __m128i*)x[i].scales);
+      const __m512i scw = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(sc8, _mm_set1_epi8(0xF))));
+      const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), _mm_set1_epi8(0xF)));
+      __m512i wq[4], scv[4];
+      for (int p = 0; p < 4; p++) {  // chunks c = 2p, 2p+1 = 4h + g: bits 2g of qs[32h + l]
+        const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i*)(x[i].qs + 32 * (p / 2))));
+        const int g0 = 2 * (p % 2);
+        const __m512i sh = _mm512_inserti64x4(_mm512_set1_epi16((short)(2 * g0)), _mm256_set1_epi16((short)(2 * g0 + 2)), 1);
+        wq[p] = _mm512_and_si512(_mm512_srlv_epi16(q, sh), m3);
+        const __m512i idx = _mm512_inserti64x4(
+            _mm512_castsi256_si512(_mm256_set_m128i(_mm_set1_epi16((short)(4 * p + 1)), _mm_set1_epi16((short)(4 * p)))),
+            _mm256_set_m128i(_mm_set1_epi16((short)(4 * p + 3)), _mm_set1_epi16((short)(4 * p + 2))), 1);
+        scv[p] = _mm512_permutexvar_epi16(idx, scw);
+      }
+      __m512i z[NR];
+      __m256i g[NR];
+      float ydv[NR];
+      for (int r = 0; r < NR; r++) {
+        const block_q8_K* y = (const block_q8_K*)row(vy, by, r) + i;
+        z[r] = _mm512_setzero_si512();
+        for (int p = 0; p < 4; p++)
+          z[r] = _mm512_dpwssd_epi32(z[r], _mm512_maddubs_epi16(wq[p], _mm512_loadu_si512((const void*)(y->qs + 64 * p))), scv[p]);
+        g[r] = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i*)y->bsums));
+        ydv[r] = y->d;
+      }
+      const float d = h2f(x[i].d), dmin = h2f(x[i].dmin);
+      if constexpr (NR == 8) {
+        const __m256 yd = _mm256_loadu_ps(ydv);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(rowsum8_512(z)), _mm256_mul_ps(_mm256_set1_ps(d), yd), acc);
+        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(rowsum8_256(g)), _mm256_mul_ps(_mm256_set1_ps(dmin), yd), accm);
+      } else {
+        const __m128 yd = _mm_loadu_ps(ydv);
+        acc = _mm_fmadd_ps(_mm_cvtepi32_ps(rowsum4_512(z)), _mm_mul_ps(_mm_set1_ps(d), yd), acc);
+        accm = _mm_fmadd_ps(_mm_cvtepi32_ps(rowsum4_256(g)), _mm_mul_ps(_mm_set1_ps(dmin), yd), accm);
+      }
+    }
+    if constexpr (NR == 8) _mm256_storeu_ps(s, _mm256_sub_ps(acc, accm));
+    else _mm_storeu_ps(s, _mm_sub_ps(acc, accm));
+  }
+}
+PYLLM_KERNEL_FAMILY(K_q2_K_rp_512, (dot_q2_K_rp_512<NR>(n, s, x, y, by)));
 PYLLM_KERNEL_FAMILY(K_q4_K_512, (dot_q45_K_512<false, NR>(n, s, x, y, by)));
 PYLLM_KERNEL_FAMILY(K_q5_K_512, (dot_q45_K_512<true, NR>(n, s, x, y, by)));
 PYLLM_KERNEL_FAMILY(K_q4_K_rp_512, (dot_q4_K_rp_512<NR>(n, s, x, y, by)));
@@ -416,6 +475,8 @@ void quants_override_avx512(type_traits* t) {
   install_gemm_tiles(t);
   install_act_quantizers(t);
   install_gemv_rows(t);
+  install_dec_kernels(t);
+  t[GGML_TYPE_Q2_K].vec_dot_rp_k = vdk<K_q2_K_rp_512>;  // after install_lowbit_kernels set the 256-bit one
 }
 
 }  // namespace pyllm
