@@ -5,6 +5,8 @@
 // activation pair's -128 * lane sums: exact) and its float chain (block i, then i + 1, same products, same
 // odd-block tail and hsum8), so each row's bits are vec_dot's.
 
+static inline uint32_t fp16_bits(half h) { uint16_t u; std::memcpy(&u, &h, 2); return u; }
+
 template <class T, int NR>
 static void gemv_signed_512(int n, float* s, const void* vx, size_t bx, const void* vy) {
   const block_q8_0* y = (const block_q8_0*)vy;
@@ -17,13 +19,16 @@ static void gemv_signed_512(int n, float* s, const void* vx, size_t bx, const vo
   for (; i + 2 <= nb; i += 2) {
     const __m512i yq = pair512(_mm256_loadu_si256((const __m256i*)y[i].qs), _mm256_loadu_si256((const __m256i*)y[i + 1].qs));
     const __m512i nc = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), c128, yq));
-    const float dy0 = h2f(y[i].d), dy1 = h2f(y[i + 1].d);
+    // the pair's two scale products dx * dy in one conversion and one mul (lanes 0, 1: the scalar products' bits)
+    const __m128 dyv = _mm_cvtph_ps(_mm_cvtsi32_si128((int)(fp16_bits(y[i].d) | (uint32_t)fp16_bits(y[i + 1].d) << 16)));
     for (int r = 0; r < NR; r++) {
       const __m512i w = pair512(T::load(x[r][i]), T::load(x[r][i + 1]));
       const __m512 pf = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(nc, w, yq));
-      acc[r] = _mm256_fmadd_ps(_mm512_castps512_ps256(pf), _mm256_set1_ps(h2f(x[r][i].d) * dy0), acc[r]);
+      const __m128 dxv = _mm_cvtph_ps(_mm_cvtsi32_si128((int)(fp16_bits(x[r][i].d) | (uint32_t)fp16_bits(x[r][i + 1].d) << 16)));
+      const __m128 sc = _mm_mul_ps(dxv, dyv);
+      acc[r] = _mm256_fmadd_ps(_mm512_castps512_ps256(pf), _mm256_broadcastss_ps(sc), acc[r]);
       acc[r] = _mm256_fmadd_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(pf), 1)),
-                               _mm256_set1_ps(h2f(x[r][i + 1].d) * dy1), acc[r]);
+                               _mm256_broadcastss_ps(_mm_movehdup_ps(sc)), acc[r]);
     }
   }
   if (i < nb) {  // odd block count: dot_signed_q8_0's 256-bit body
@@ -54,16 +59,22 @@ static void gemv_unsigned_512(int n, float* s, const void* vx, size_t bx, const 
   int i = 0;
   for (; i + 2 <= nb; i += 2) {
     const __m512i yq = pair512(_mm256_loadu_si256((const __m256i*)y[i].qs), _mm256_loadu_si256((const __m256i*)y[i + 1].qs));
-    const float dy0 = h2f(y[i].d), dy1 = h2f(y[i + 1].d);
+    // y's scales of the pair [dy0, 0, dy1, 0] and sums; each row's [d0, m0, d1, m1] in one conversion, its two
+    // scale products dx * dy in one mul (lanes 0 and 2: the scalar products' bits)
+    const __m128 dyv = _mm_setr_ps(h2f(y[i].d), 0.f, h2f(y[i + 1].d), 0.f);
     const __m128 s0 = _mm_set_ss(h2f(y[i].s)), s1 = _mm_set_ss(h2f(y[i + 1].s));
     for (int r = 0; r < NR; r++) {
       const __m512i w = pair512(T::load(x[r][i]), T::load(x[r][i + 1]));
       const __m512 pf = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), w, yq));
-      acc[r] = _mm256_fmadd_ps(_mm512_castps512_ps256(pf), _mm256_set1_ps(h2f(x[r][i].d) * dy0), acc[r]);
-      accm[r] = _mm_fmadd_ss(_mm_set_ss(h2f(x[r][i].m)), s0, accm[r]);
+      uint32_t dm0, dm1;  // d and m are the blocks' first 4 bytes (block_q4_1 / block_q5_1)
+      std::memcpy(&dm0, &x[r][i], 4); std::memcpy(&dm1, &x[r][i + 1], 4);
+      const __m128 dm = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)(((uint64_t)dm1 << 32) | dm0)));
+      const __m128 sc = _mm_mul_ps(dm, dyv);
+      acc[r] = _mm256_fmadd_ps(_mm512_castps512_ps256(pf), _mm256_broadcastss_ps(sc), acc[r]);
+      accm[r] = _mm_fmadd_ss(_mm_movehdup_ps(dm), s0, accm[r]);  // lane 0 only is the chain
       acc[r] = _mm256_fmadd_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(pf), 1)),
-                               _mm256_set1_ps(h2f(x[r][i + 1].d) * dy1), acc[r]);
-      accm[r] = _mm_fmadd_ss(_mm_set_ss(h2f(x[r][i + 1].m)), s1, accm[r]);
+                               _mm256_broadcastss_ps(_mm_movehl_ps(sc, sc)), acc[r]);
+      accm[r] = _mm_fmadd_ss(_mm_shuffle_ps(dm, dm, 3), s1, accm[r]);
     }
   }
   if (i < nb) {
