@@ -283,7 +283,7 @@ std::vector<std::vector<int32_t>> Context::draft(const std::vector<int>& gen, st
   if (!chain_) { which.assign(gen.size(), -1); return std::vector<std::vector<int32_t>>(gen.size()); }
   std::vector<DraftRequest> reqs;
   for (int si : gen) {
-    const Seq& s = seqs_[si];
+    Seq& s = seqs_[si];
     const int p0 = mem_->seq_pos(si);
     // room as upstream computes it: the verification rows must fit the context, and no more
     // tokens than n_predict still allows
@@ -292,9 +292,8 @@ std::vector<std::vector<int32_t>> Context::draft(const std::vector<int>& gen, st
     if (s.params.n_predict >= 0) m = std::min(m, s.params.n_predict - s.stats.n_gen - 1);
     if (s.constrained && !draft_check_) m = 0;  // drafts the grammar cannot check: none
     reqs.push_back({si, &s.cache, s.last, p0, std::max(0, m), s.n_min, s.p_min});
-    Seq& w = seqs_[si];
-    w.dists.clear();
-    if (w.reject && !w.constrained) { reqs.back().sampler = w.sampler.get(); reqs.back().rng = &w.spec_rng; reqs.back().dists = &w.dists; }
+    s.dists.clear();
+    if (s.rejects()) { reqs.back().sampler = s.sampler.get(); reqs.back().rng = &s.spec_rng; reqs.back().dists = &s.dists; }
   }
   const int64_t f0 = drafter_ ? drafter_->n_draft_forwards() : 0;
   const double t0 = drafter_ ? drafter_->t_draft_ms() : 0.0;
@@ -385,9 +384,8 @@ void Context::generate_step(std::vector<StepOutput>& outs) {
   for (size_t g = 0; g < gen.size(); g++) {
     Seq& s = seqs_[gen[g]];
     const float* lg = logits_buf_.data() + (size_t)row0[g] * V;
-    // rejection sampling for stochastic unconstrained sequences; a grammar's masks go through the match rule
     const std::vector<int32_t> acc =
-        s.reject && !s.constrained && !drafts[g].empty()
+        s.rejects() && !drafts[g].empty()
             ? sample_and_accept_rejection(*s.sampler, lg, V, drafts[g], s.dists, model_, s.spec_rng)
             : sample_and_accept_n(*s.sampler, lg, V, drafts[g], model_, synth_probs_, s.synth_rng, take_mask(s),
                                   ((size_t)V + 31) / 32);

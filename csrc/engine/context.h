@@ -155,6 +155,8 @@ class Context {
     bool reject = false;
     std::mt19937 spec_rng;
     std::vector<std::vector<IdProb>> dists;
+    // this step drafts and verifies by rejection: a constrained step keeps the match rule under its masks
+    bool rejects() const { return reject && !constrained; }
   };
 
   void check_seq(int seq) const;
