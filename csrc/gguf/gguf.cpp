@@ -135,10 +135,12 @@ static size_t mem_available() {
   return kb * 1024;
 }
 
-// The whole file in anonymous memory (huge pages where the kernel gives them), or nullptr with errno set.
+// The whole file in anonymous memory (huge pages where the kernel gives them); GGUFError if it cannot be.
 static void* read_into_memory(int fd, size_t size, const std::string& path) {
   void* m = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (m == MAP_FAILED) return nullptr;
+  if (m == MAP_FAILED)
+    throw GGUFError("GGUF file '" + path + "': cannot allocate " + std::to_string(size) +
+                    " bytes to load it (--mmap maps it instead): " + std::strerror(errno));
 #ifdef MADV_HUGEPAGE
   madvise(m, size, MADV_HUGEPAGE);
 #endif
@@ -173,7 +175,6 @@ GGUFFile::GGUFFile(const std::string& path, Residency how) : path_(path) {
       try {
         m = read_into_memory(fd_, size_, path);
       } catch (...) { ::close(fd_); fd_ = -1; throw; }
-      if (!m) { ::close(fd_); fd_ = -1; throw GGUFError("GGUF file '" + path + "': cannot allocate " + std::to_string(size_) + " bytes to load it (--mmap maps it instead): " + std::strerror(errno)); }
       copied_ = true;
     } else {
       m = mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd_, 0);
