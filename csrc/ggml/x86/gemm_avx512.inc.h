@@ -96,15 +96,6 @@ static void gemm_signed_tile_nc(int K, const void* vw, size_t ldw, const void* p
 #pragma GCC unroll 4
     for (int j = 0; j < NC; j++) C[j * ldc + i] = hsum8(acc[i][j]);
 }
-template <class W>
-static void gemm_signed_tile(int K, const void* vw, size_t ldw, const void* panel, float* C, size_t ldc, int nc) {
-  switch (nc) {
-    case 1: gemm_signed_tile_nc<W, 1>(K, vw, ldw, panel, C, ldc); break;
-    case 2: gemm_signed_tile_nc<W, 2>(K, vw, ldw, panel, C, ldc); break;
-    case 3: gemm_signed_tile_nc<W, 3>(K, vw, ldw, panel, C, ldc); break;
-    default: gemm_signed_tile_nc<W, 4>(K, vw, ldw, panel, C, ldc); break;
-  }
-}
 
 // Panel of Q8_1 activations (gemm_pack_q8_1): [nb][4][32] int8 y as they are, then [nb][4] float d and
 // [nb][4] float s. gemm_unsigned_tile: per pair, dot_unsigned_q8_1's 8 lanes (dpbusd of the unsigned
@@ -184,15 +175,21 @@ static void gemm_unsigned_tile_nc(int K, const void* vw, size_t ldw, const void*
     for (int j = 0; j < NC; j++) C[j * ldc + i] = hsum8(acc[i][j]) + m[j];
   }
 }
-template <class W>
-static void gemm_unsigned_tile(int K, const void* vw, size_t ldw, const void* panel, float* C, size_t ldc, int nc) {
-  switch (nc) {
-    case 1: gemm_unsigned_tile_nc<W, 1>(K, vw, ldw, panel, C, ldc); break;
-    case 2: gemm_unsigned_tile_nc<W, 2>(K, vw, ldw, panel, C, ldc); break;
-    case 3: gemm_unsigned_tile_nc<W, 3>(K, vw, ldw, panel, C, ldc); break;
-    default: gemm_unsigned_tile_nc<W, 4>(K, vw, ldw, panel, C, ldc); break;
+
+// gemm_tile_fn for a body templated on the tokens in use (NC = nc, 1..kGemmCols)
+#define PYLLM_GEMM_TILE(NAME, BODY)                                                                   \
+  template <class W>                                                                                  \
+  static void NAME(int K, const void* vw, size_t ldw, const void* panel, float* C, size_t ldc, int nc) { \
+    switch (nc) {                                                                                     \
+      case 1: BODY<W, 1>(K, vw, ldw, panel, C, ldc); break;                                           \
+      case 2: BODY<W, 2>(K, vw, ldw, panel, C, ldc); break;                                           \
+      case 3: BODY<W, 3>(K, vw, ldw, panel, C, ldc); break;                                           \
+      default: BODY<W, 4>(K, vw, ldw, panel, C, ldc); break;                                          \
+    }                                                                                                 \
   }
-}
+PYLLM_GEMM_TILE(gemm_signed_tile, gemm_signed_tile_nc)
+PYLLM_GEMM_TILE(gemm_unsigned_tile, gemm_unsigned_tile_nc)
+#undef PYLLM_GEMM_TILE
 
 static void install_gemm_tiles(type_traits* t) {
   t[GGML_TYPE_Q8_1].gemm_pack = gemm_pack_q8_1;
