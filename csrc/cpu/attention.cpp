@@ -1,12 +1,14 @@
 #include "cpu/attention.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cmath>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "cpu/attention_tiles.h"
 #include "cpu/ops.h"
 #include "ggml/fp16.h"
 #include "ggml/types.h"
@@ -207,6 +209,10 @@ static float fa_row_scalar(const FaRow& a) {
 #undef FMAF
 #undef FA_ROW_BODY
 
+// The many-query schedule (attention_tiles.cpp) reproduces fa_row_avx512; PYLLM_FA_ROWS=1 keeps the
+// per-row loop (the tests compare the two).
+static const bool kFaTiles = kHasAvx512F && !kHasAvx512FP16 && !env_on("PYLLM_FA_ROWS");
+
 static float fa_row(const FaRow& a) {
 #if defined(__x86_64__)
   if (kHasAvx512FP16) return fa_row_fp16(a);
@@ -289,11 +295,28 @@ void attention(ThreadPool& tp, Memory& mem, int il, const ForwardIn& in, const f
     store_f16((uint16_t*)mem.k_ptr(il, in.seq[r], in.pos[r]), k + r * nk, (int)nk);
     store_f16((uint16_t*)mem.v_ptr(il, in.seq[r], in.pos[r]), v + r * nv, (int)nv);
   }
+  // ggml: scale /= softcap; s = s*scale; s = softcap*tanhf(s)
+  const float kq_scale = p.softcap > 0 ? p.scale / p.softcap : p.scale;
+  int64_t work = 0;
+  for (int r = 0; r < n; r++) work += in.pos[r] + 1;
+  const bool parallel = work * p.H * p.Dk >= 65536;  // dispatch only when there is enough work
+  if (kFaTiles && fa_tiles_supported(p.Dk, p.Dv, p.softcap)) {
+    // the same per-(row, head) arithmetic as fa_row_avx512, K/V shared by the queries of a kv head
+    const FaTiles a{&mem, il, in.seq, in.pos, q, out, p.H, p.Hkv, p.Dk, p.Dv, p.n_swa, kq_scale};
+    const std::vector<FaTask> tasks = fa_tiles_plan(in.seq, n, p.H, p.Hkv, parallel ? tp.n_threads() : 1);
+    if (!parallel || tasks.size() == 1) {
+      for (const FaTask& t : tasks) fa_tiles_run(a, t);
+      return;
+    }
+    std::atomic<size_t> next{0};  // tasks differ in length (causal rows): taken from a shared counter
+    tp.run([&](int, int) {
+      for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < tasks.size();) fa_tiles_run(a, tasks[i]);
+    });
+    return;
+  }
   // one task per (row, head), as ggml's kernel: every head reads its kv head's f16 K/V rows
   const int ratio = p.H / p.Hkv;
   const int64_t total = (int64_t)n * p.H;
-  // ggml: scale /= softcap; s = s*scale; s = softcap*tanhf(s)
-  const float kq_scale = p.softcap > 0 ? p.scale / p.softcap : p.scale;
   auto body = [&](int64_t t0, int64_t t1) {
     std::vector<uint16_t> q16(p.Dk), acc(p.Dv);
     for (int64_t t = t0; t < t1; t++) {
@@ -311,10 +334,7 @@ void attention(ThreadPool& tp, Memory& mem, int il, const ForwardIn& in, const f
       for (int d = 0; d < p.Dv; d++) o[d] = fp16_to_fp32(acc[d]) * S_inv;
     }
   };
-  // each (row, head) is independent; dispatch only when there is enough work
-  int64_t work = 0;
-  for (int r = 0; r < n; r++) work += in.pos[r] + 1;
-  if (work * p.H * p.Dk < 65536) body(0, total); else tp.parallel_for(total, body);
+  if (!parallel) body(0, total); else tp.parallel_for(total, body);
 }
 
 void attention_typed(ThreadPool& tp, Memory& mem, int il, const ForwardIn& in, const float* q, const float* k,
