@@ -112,3 +112,38 @@ def test_activation_quantizers_equal_scalar(t):
         c.set_simd_level(lv)
         ref[lv] = (c.quantize(int(t), x, act=True).tobytes(), c.quantize(int(t), x).tobytes())
     assert len({v for v in ref.values()}) == 1, {lv: [len(a) for a in v] for lv, v in ref.items()}
+
+
+AMX = c.amx_available()
+
+
+@pytest.mark.skipif(not AMX, reason="no AMX-INT8 here (CPU, or the OS does not grant the tile state)")
+def test_amx_q4_K_equals_single_rows():
+    """The AMX prefill (Q4_K rows in groups of 16 x 32 tokens, from 16 tokens) gives every pair the single-row
+    bits of the repacked-Q4_K kernel (weights with a multiple of 8 rows), including a last tile of 8 rows and
+    partial token tiles."""
+    c.set_simd_level("avx512")
+    assert c.type_traits(int(QT.Q4_K))["has_amx"]
+    rng = np.random.default_rng(23)
+    for k in (256, 1280):
+        x = rng.standard_normal((70, k)).astype(np.float32)
+        x[5] *= 1e-3
+        for n_rows in (16, 40, 64):
+            w = weights(QT.Q4_K, n_rows, k, rng)
+            single = np.concatenate([c.matmul(int(QT.Q4_K), w, n_rows, x[b:b + 1]) for b in range(len(x))])
+            for b in (16, 17, 31, 32, 33, 64, 70):
+                for nt in (1, 2):
+                    got = c.matmul(int(QT.Q4_K), w, n_rows, x[:b], nt)
+                    assert np.array_equal(bits(got), bits(single[:b])), f"K={k} N={n_rows} B={b} threads={nt}"
+
+
+def test_amx_switch():
+    """PYLLM_AMX=0 turns the AMX kernels off (the rest of the avx512 level stays)."""
+    import subprocess
+    import sys
+    code = "from pyllm import _core as c; print(c.amx_available(), c.type_traits(12)['has_amx'], c.simd_level())"
+    env = dict(__import__("os").environ, PYLLM_AMX="0")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.split()
+    assert out[:2] == ["False", "False"], out
+    if AMX:
+        assert c.type_traits(12)["has_amx"] and c.simd_level() == "avx512"

@@ -239,6 +239,41 @@ static void mm_rows_tiled(const Weight& W, const QuantActs& qa, const Panels& P,
   if (q1 < n1) mm_rows(W, qa, Y, ldy, q1, n1);  // the last rows short of a tile
 }
 
+// AMX prefill: activations packed once into 16-token panels; each chunk decodes 16 weight rows once and
+// meets every panel with amx_tile (the same bits as the row kernels, so the path is free to choose).
+constexpr int kAmxMinRows = 16;  // a full token tile; below it the 16 x 16 tile computes mostly padding
+static bool use_amx(const Weight& W, const QuantActs& qa) {
+  const auto& t = get_type_traits(W.type);
+  return t.amx_tile && qa.B >= kAmxMinRows && W.ne[1] >= kAmxRows && row_kernels(W).rp && get_type_traits(qa.type).amx_pack;
+}
+static void pack_amx(ThreadPool& tp, const QuantActs& qa, Panels& P, bool parallel) {
+  const auto& vt = get_type_traits(qa.type);
+  P.n = (qa.B + kAmxCols - 1) / kAmxCols;
+  P.bytes = vt.amx_a_bytes(qa.K);
+  P.buf.resize((size_t)P.n * P.bytes);
+  auto body = [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; p++)
+      vt.amx_pack(qa.row((int)p * kAmxCols), qa.row_bytes, std::min(kAmxCols, qa.B - (int)p * kAmxCols), qa.K,
+                  P.buf.data() + (size_t)p * P.bytes);
+  };
+  if (parallel && P.n >= 2) tp.parallel_for(P.n, body); else body(0, P.n);
+}
+// weight rows [r0, r0 + kAmxRows) against every panel
+static void mm_rows_amx(const Weight& W, const QuantActs& qa, const Panels& P, float* Y, int64_t ldy, int64_t r0) {
+  const type_traits& tr = get_type_traits(W.type);
+  const int K = (int)W.ne[0];
+  thread_local std::vector<uint8_t> wbuf;
+  wbuf.resize(tr.amx_w_bytes(K) + 64);
+  uint8_t* w = wbuf.data() + (64 - (uintptr_t)wbuf.data() % 64) % 64;
+  tr.amx_dec(K, W.data + r0 * W.nb1, W.nb1, w);
+  float c[kAmxCols][kAmxRows];
+  for (int p = 0; p < P.n; p++) {
+    const int t0 = p * kAmxCols, nt = std::min(kAmxCols, qa.B - t0);
+    tr.amx_tile(K, w, P.at(p), &c[0][0], kAmxRows, nt);
+    for (int j = 0; j < nt; j++) std::memcpy(&Y[(t0 + j) * ldy + r0], c[j], kAmxRows * sizeof(float));
+  }
+}
+
 // Chunks [0, n) over the pool's threads, taken from a shared counter: a thread that is descheduled or
 // slowed by its neighbour takes fewer chunks instead of holding up the op. Which thread computes a chunk
 // does not change its numbers.
@@ -258,6 +293,17 @@ void matmul_q(ThreadPool& tp, const Weight& W, const QuantActs& qa, float* Y, in
     if (inline_) for (int64_t c = 0; c < n; c++) fn(c);
     else for_chunks(tp, n, fn);
   };
+  if (use_amx(W, qa)) {
+    thread_local Panels tl_panels;
+    Panels& P = tl_panels;
+    pack_amx(tp, qa, P, !inline_);
+    const int64_t nq = N / kAmxRows, q1 = nq * kAmxRows;
+    chunks(nq + (q1 < N), [&](int64_t c) {
+      if (c < nq) mm_rows_amx(W, qa, P, Y, ldy, c * kAmxRows);
+      else mm_rows(W, qa, Y, ldy, q1, N);  // the last rows short of a tile
+    });
+    return;
+  }
   if (use_tiles(W, qa)) {
     thread_local Panels tl_panels;  // the caller's; the workers see it through P (a thread_local is not captured)
     Panels& P = tl_panels;

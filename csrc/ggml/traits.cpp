@@ -185,11 +185,15 @@ static void apply_level(simd_t lv) {
   std::memcpy(table, scalar_table, sizeof table);
 #if defined(PYLLM_X86)
   if (lv >= SIMD_AVX2) quants_override_avx2(table);
-  if (lv >= SIMD_AVX512) quants_override_avx512(table);
+  if (lv >= SIMD_AVX512) { quants_override_avx512(table); quants_override_amx(table); }
 #endif
   for (auto& t : table) t.compute = t.to_float && t.vec_dot;
   g_level = lv;
 }
+
+#if !defined(PYLLM_X86)
+bool amx_available() { return false; }
+#endif
 
 static struct TableInit { TableInit() { init_table(); apply_level(best_supported()); } } table_init;
 

@@ -49,6 +49,14 @@ typedef void (*gemm_tile_fn)(int K, const void* w, size_t ldw, const void* panel
 // row, bit-identical to vec_dot_k on the packed row. For types whose decode costs more than several
 // dots (grid lookups): matmul decodes each weight row once per batch instead of once per <= 8 tokens.
 typedef void (*dec_row_fn)(int n, const void* x, void* out);
+// AMX-INT8 prefill (optional; CPUs with AMX whose OS grants the tile state, PYLLM_AMX=0 turns it off):
+// amx_dec decodes kAmxRows weight rows (ldw bytes apart) into amx_w_bytes(K), the vec_dot type's amx_pack
+// packs up to kAmxCols activation rows into amx_a_bytes(K) (zeros past n), and amx_tile computes
+// C[j * ldc + i] = row i . token j for tokens j < nc, each pair bit-identical to the row kernel matmul
+// uses for this weight (for Q4_K: vec_dot_rp, so only where matmul would use the rp arithmetic).
+constexpr int kAmxRows = 16, kAmxCols = 32;
+typedef void (*amx_dec_fn)(int K, const void* w, size_t ldw, void* out);
+typedef void (*amx_tile_fn)(int K, const void* wpanel, const void* apanel, float* C, size_t ldc, int nc);
 
 struct type_traits {
   const char* name;       // GGML's name, e.g. "q4_K"
@@ -77,6 +85,11 @@ struct type_traits {
   dec_row_fn dec_row = nullptr;  // prefill on decoded rows (not rp weights)
   size_t (*dec_row_bytes)(int64_t K) = nullptr;
   vec_dot_k_fn vec_dot_dec_k = nullptr;
+  amx_dec_fn amx_dec = nullptr;  // AMX prefill (see kAmxRows): on the weight type
+  size_t (*amx_w_bytes)(int64_t K) = nullptr;
+  amx_tile_fn amx_tile = nullptr;
+  gemm_pack_fn amx_pack = nullptr;  // on the vec_dot type
+  size_t (*amx_a_bytes)(int64_t K) = nullptr;
 };
 
 // THE table (csrc/ggml/traits.cpp). Index by id; ids outside [0, GGML_TYPE_COUNT) are invalid.
