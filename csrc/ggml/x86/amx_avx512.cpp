@@ -18,6 +18,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 
@@ -64,24 +66,40 @@ void dec_q4_K(int K, const void* vw, size_t ldw, void* out) {
   }
 }
 
-void pack_q8_K(const void* acts, size_t row_bytes, int n, int64_t K, void* panel) {
+// Each 64-byte row of a B tile is 4 bytes of each of 16 tokens: one masked gather (tokens past n: zeros).
+__attribute__((target("avx512f,avx512bw"))) void pack_q8_K(const void* acts, size_t row_bytes, int n, int64_t K, void* panel) {
   const int nb = (int)(K / QK_K);
   int8_t* q = (int8_t*)panel;
   int32_t* ss = (int32_t*)(q + (size_t)nb * 2 * kAq);
   float* yd = (float*)(ss + (size_t)nb * 2 * 4 * H);
-  std::memset(panel, 0, a_bytes(K));  // tokens past n: zeros (their results are not written)
-  for (int t = 0; t < n; t++) {
-    const block_q8_K* y = (const block_q8_K*)((const uint8_t*)acts + t * row_bytes);
-    const int hf = t / H, th = t % H;
+  const __m512i tok = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                         _mm512_set1_epi32((int)row_bytes));
+  for (int hf = 0; hf < 2; hf++) {
+    const int nt = std::max(0, std::min(H, n - hf * H));
+    const __mmask16 m = (__mmask16)((1u << nt) - 1);
+    const uint8_t* base = (const uint8_t*)acts + (size_t)hf * H * row_bytes;
     for (int i = 0; i < nb; i++) {
+      const uint8_t* blk = base + (size_t)i * sizeof(block_q8_K);
+      const uint8_t* qs = blk + offsetof(block_q8_K, qs);
       int8_t* o = q + ((size_t)i * 2 + hf) * kAq;
       for (int k4 = 0; k4 < 64; k4++)  // chunk k4 / 16, row k4 % 16 of its B tile
-        std::memcpy(o + ((size_t)k4 * H + th) * 4, y[i].qs + 4 * k4, 4);
-      for (int p = 0; p < 4; p++) {
-        const int s0 = y[i].bsums[4 * p] + y[i].bsums[4 * p + 1], s1 = y[i].bsums[4 * p + 2] + y[i].bsums[4 * p + 3];
-        ss[((i * 2 + hf) * 4 + p) * H + th] = (int32_t)((uint32_t)(uint16_t)s0 | (uint32_t)(uint16_t)s1 << 16);
+        _mm512_storeu_si512((void*)(o + (size_t)k4 * H * 4),
+                           _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, tok, (const void*)(qs + 4 * k4), 1));
+      int32_t* sp = ss + (size_t)(i * 2 + hf) * 4 * H;
+      float* ydp = yd + (size_t)i * T + hf * H;
+      for (int t = 0; t < H; t++) {
+        if (t >= nt) {
+          for (int p = 0; p < 4; p++) sp[p * H + t] = 0;
+          ydp[t] = 0.0f;
+          continue;
+        }
+        const block_q8_K* y = (const block_q8_K*)(blk + (size_t)t * row_bytes);
+        for (int p = 0; p < 4; p++) {
+          const int s0 = y->bsums[4 * p] + y->bsums[4 * p + 1], s1 = y->bsums[4 * p + 2] + y->bsums[4 * p + 3];
+          sp[p * H + t] = (int32_t)((uint32_t)(uint16_t)s0 | (uint32_t)(uint16_t)s1 << 16);
+        }
+        ydp[t] = y->d;
       }
-      yd[i * T + t] = y[i].d;
     }
   }
 }
@@ -94,7 +112,12 @@ struct alignas(64) TileCfg {
 };
 
 // tiles 0-3: C (hi, lo) x (token half 0, 1), 16 x 16 int32; 4-5: A (hi, lo), 16 rows x 64 bytes; 6-7: B
+// Once per thread: the configuration stays loaded (LDTILECFG/TILERELEASE per call cost more than a small
+// tile's work); nothing else in the process configures tiles.
 __attribute__((target("amx-tile,amx-int8"))) void tile_config() {
+  thread_local bool done = false;
+  if (done) return;
+  done = true;
   TileCfg c;
   for (int i = 0; i < 8; i++) { c.rows[i] = 16; c.colsb[i] = 64; }
   _tile_loadconfig(&c);
@@ -116,7 +139,8 @@ __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw,avx512vl,avx512vnni,fm
   std::memset(acc, 0, sizeof acc);
   std::memset(accm, 0, sizeof accm);
   alignas(64) int32_t cb[4][R * H];
-  for (int i = 0; i < nb; i++) {
+  // the dots of super-block i into C tiles 0-3 (stored by the caller of the next step)
+  auto issue = [&](int i) {
     const uint8_t* w = wq + (size_t)i * kWq;
     const int8_t* a = aq + (size_t)i * 2 * kAq;
     _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
@@ -130,9 +154,13 @@ __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw,avx512vl,avx512vnni,fm
         _tile_dpbusd(2, 4, 7); _tile_dpbusd(3, 5, 7);
       }
     }
+  };
+  issue(0);
+  for (int i = 0; i < nb; i++) {
     _tile_stored(0, cb[0], 64);
     _tile_stored(1, cb[1], 64);
     if (nh == 2) { _tile_stored(2, cb[2], 64); _tile_stored(3, cb[3], 64); }
+    if (i + 1 < nb) issue(i + 1);  // the tile unit works on the next super-block during the vector part below
     const int32_t* mi = mn + (size_t)i * 4 * R;
     for (int hf = 0; hf < nh; hf++) {
       const __m512 y = _mm512_loadu_ps(yd + i * T + hf * H);
@@ -153,7 +181,6 @@ __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw,avx512vl,avx512vnni,fm
       }
     }
   }
-  _tile_release();
   for (int j = 0; j < nc; j++)
     for (int r = 0; r < R; r++) C[j * ldc + r] = acc[j / H][r][j % H] - accm[j / H][r][j % H];
 }
