@@ -118,23 +118,24 @@ AMX = c.amx_available()
 
 
 @pytest.mark.skipif(not AMX, reason="no AMX-INT8 here (CPU, or the OS does not grant the tile state)")
-def test_amx_q4_K_equals_single_rows():
-    """The AMX prefill (Q4_K rows in groups of 16 x 32 tokens, from 16 tokens) gives every pair the single-row
-    bits of the repacked-Q4_K kernel (weights with a multiple of 8 rows), including a last tile of 8 rows and
-    partial token tiles."""
+@pytest.mark.parametrize("t", [QT.Q4_K, QT.Q2_K], ids=lambda t: t.name)
+def test_amx_equals_single_rows(t):
+    """The AMX prefill (rows in groups of 16 x 32 tokens, from 16 tokens) gives every pair the single-row bits of
+    the repacked kernel (weights with a multiple of 8 rows), including a last tile of 8 rows and partial token
+    tiles."""
     c.set_simd_level("avx512")
-    assert c.type_traits(int(QT.Q4_K))["has_amx"]
+    assert c.type_traits(int(t))["has_amx"]
     rng = np.random.default_rng(23)
     for k in (256, 1280):
         x = rng.standard_normal((70, k)).astype(np.float32)
         x[5] *= 1e-3
         for n_rows in (16, 40, 64):
-            w = weights(QT.Q4_K, n_rows, k, rng)
-            single = np.concatenate([c.matmul(int(QT.Q4_K), w, n_rows, x[b:b + 1]) for b in range(len(x))])
+            w = weights(t, n_rows, k, rng)
+            single = np.concatenate([c.matmul(int(t), w, n_rows, x[b:b + 1]) for b in range(len(x))])
             for b in (16, 17, 31, 32, 33, 64, 70):
                 for nt in (1, 2):
-                    got = c.matmul(int(QT.Q4_K), w, n_rows, x[:b], nt)
-                    assert np.array_equal(bits(got), bits(single[:b])), f"K={k} N={n_rows} B={b} threads={nt}"
+                    got = c.matmul(int(t), w, n_rows, x[:b], nt)
+                    assert np.array_equal(bits(got), bits(single[:b])), f"{t.name} K={k} N={n_rows} B={b} threads={nt}"
 
 
 def test_amx_switch():
