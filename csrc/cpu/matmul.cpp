@@ -246,7 +246,7 @@ static bool use_amx(const Weight& W, const QuantActs& qa) {
   const auto& t = get_type_traits(W.type);
   return t.amx_tile && qa.B >= kAmxMinRows && W.ne[1] >= kAmxRows && row_kernels(W).rp && get_type_traits(qa.type).amx_pack;
 }
-static void pack_amx(ThreadPool& tp, const QuantActs& qa, Panels& P, bool parallel) {
+static void pack_amx(ThreadPool* tp, const QuantActs& qa, Panels& P) {  // tp null: on this thread
   const auto& vt = get_type_traits(qa.type);
   P.n = (qa.B + kAmxCols - 1) / kAmxCols;
   P.bytes = vt.amx_a_bytes(qa.K);
@@ -256,7 +256,7 @@ static void pack_amx(ThreadPool& tp, const QuantActs& qa, Panels& P, bool parall
       vt.amx_pack(qa.row((int)p * kAmxCols), qa.row_bytes, std::min(kAmxCols, qa.B - (int)p * kAmxCols), qa.K,
                   P.buf.data() + (size_t)p * P.bytes);
   };
-  if (parallel && P.n >= 2) tp.parallel_for(P.n, body); else body(0, P.n);
+  if (tp && P.n >= 2) tp->parallel_for(P.n, body); else body(0, P.n);
 }
 // weight rows [r0, r0 + kAmxRows) against every panel
 static void mm_rows_amx(const Weight& W, const QuantActs& qa, const Panels& P, float* Y, int64_t ldy, int64_t r0) {
@@ -296,7 +296,7 @@ void matmul_q(ThreadPool& tp, const Weight& W, const QuantActs& qa, float* Y, in
   if (use_amx(W, qa)) {
     thread_local Panels tl_panels;
     Panels& P = tl_panels;
-    pack_amx(tp, qa, P, !inline_);
+    pack_amx(inline_ ? nullptr : &tp, qa, P);
     const int64_t nq = N / kAmxRows, q1 = nq * kAmxRows;
     chunks(nq + (q1 < N), [&](int64_t c) {
       if (c < nq) mm_rows_amx(W, qa, P, Y, ldy, c * kAmxRows);
@@ -321,7 +321,14 @@ void matmul_q(ThreadPool& tp, const Weight& W, const QuantActs& qa, float* Y, in
 void matmul_q_st(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy, int64_t n0, int64_t n1) {
   const RowKernels rk = row_kernels(W);
   const int K = (int)W.ne[0];
-  for (int64_t r = n0; r < n1; r++) row_times_acts(rk, K, W.data + r * W.nb1, qa, 0, qa.B, Y + r, ldy);
+  int64_t r = n0;
+  if (use_amx(W, qa) && n1 - n0 >= kAmxRows) {  // an expert's routed rows: 16-row tiles, each thread packs its own panels
+    thread_local Panels tl_panels;
+    Panels& P = tl_panels;
+    pack_amx(nullptr, qa, P);
+    for (; r + kAmxRows <= n1; r += kAmxRows) mm_rows_amx(W, qa, P, Y, ldy, r);
+  }
+  for (; r < n1; r++) row_times_acts(rk, K, W.data + r * W.nb1, qa, 0, qa.B, Y + r, ldy);
 }
 
 void gather_acts(const QuantActs& qa, const int* rows, int m, QuantActs& out) {

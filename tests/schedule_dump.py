@@ -1,5 +1,5 @@
-"""Helper of test_attention.py: logits of a long prompt (one batch, every row), single-token decode steps and two
-sequences stepped together, saved to an .npz; PYLLM_FA_ROWS in the environment picks the attention schedule."""
+"""Helper of test_schedules.py: logits of a long prompt (one batch, every row), single-token decode steps and two
+sequences stepped together, saved to an .npz; the environment picks the kernels (PYLLM_FA_ROWS, PYLLM_AMX)."""
 import sys
 
 import numpy as np
