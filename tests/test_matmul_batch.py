@@ -28,12 +28,12 @@ def weights(t, n_rows, k, rng):
 @pytest.mark.parametrize("level", LEVELS)
 def test_tiles_present_where_expected(level):
     c.set_simd_level(level)
-    for key in ("has_gemm_tile", "has_vec_dot_rows", "has_vec_dot_dec"):
+    for key in ("has_gemm_tile", "has_vec_dot_rows", "has_vec_dot_dec", "has_dec_tile"):
         have = {t for t in TYPES if c.type_traits(int(t))[key]}
-        if level == "avx512":
-            assert (DEC_REQUIRED_AVX512 if key == "has_vec_dot_dec" else TILE_REQUIRED_AVX512) <= have, key
+        if level == "amx" or (level == "avx512" and key != "has_dec_tile"):
+            assert (TILE_REQUIRED_AVX512 if key in ("has_gemm_tile", "has_vec_dot_rows") else DEC_REQUIRED_AVX512) <= have, key
         else:
-            assert not have, key  # none below AVX-512 yet: they would need their own bit-identity test here
+            assert not have, key  # none below AVX-512 (AMX) yet: they would need their own bit-identity test here
 
 
 @pytest.mark.parametrize("level", LEVELS)
@@ -72,6 +72,31 @@ def test_batch_rows_equal_single_rows(level, t):
             for nt in (1, 2):
                 got = c.matmul(int(t), w, n_rows, x[:b], nt)
                 assert np.array_equal(bits(got), bits(single[:b])), f"{t.name}@{level} N={n_rows} B={b} threads={nt}"
+
+
+@pytest.mark.skipif("amx" not in LEVELS, reason="needs AMX-INT8 and the OS's permission for the tile state")
+@pytest.mark.parametrize("t", sorted(DEC_REQUIRED_AVX512), ids=lambda t: t.name)
+def test_amx_dec_tiles_equal_single_rows(t):
+    """The AMX tiles on decoded rows (matmul from 64 tokens): every (row, token) result is the single-row
+    bits of the AVX-512 level (full and partial tiles of 16 rows, full and partial panels of 16 tokens,
+    one and two threads), and it is W x."""
+    rng = np.random.default_rng(int(t) + 29)
+    k, n_rows = 256 * 5, 45  # 2 tiles + 13 rows short of one
+    w = weights(t, n_rows, k, rng)
+    x = rng.standard_normal((100, k)).astype(np.float32)
+    x[5] *= 1e-3
+    x[70] = 0.0
+    c.set_simd_level("avx512")
+    single = np.concatenate([c.matmul(int(t), w, n_rows, x[b:b + 1]) for b in range(len(x))])
+    c.set_simd_level("amx")
+    assert c.type_traits(int(t))["has_dec_tile"]
+    for b in (64, 77, 100):
+        for nt in (1, 2):
+            got = c.matmul(int(t), w, n_rows, x[:b], nt)
+            assert np.array_equal(bits(got), bits(single[:b])), f"{t.name} B={b} threads={nt}"
+    wf = c.dequantize(int(t), w, n_rows * k).reshape(n_rows, k)
+    ref = x @ wf.T
+    assert np.abs(got - ref).max() <= 0.02 * np.abs(ref).max(), t.name
 
 
 def test_tile_results_are_the_dot_products():

@@ -181,6 +181,7 @@ void bind_quants(nb::module_& m) {
     d["has_gemm_tile"] = t.gemm_tile != nullptr;
     d["has_vec_dot_rows"] = t.vec_dot_rows != nullptr;
     d["has_vec_dot_dec"] = t.vec_dot_dec_k != nullptr;
+    d["has_dec_tile"] = t.dec_tile != nullptr;
     return d;
   }, nb::arg("type"));
 

@@ -124,5 +124,7 @@ void vec_dot_iq4_xs_q8_K(int n, float* s, const void* x, const void* y);
 // SIMD overrides: each replaces the pointers it has kernels for (x86 builds only).
 void quants_override_avx2(type_traits* table);
 void quants_override_avx512(type_traits* table);
+void quants_override_amx(type_traits* table);  // on top of avx512
+bool amx_usable();  // the CPU has AMX-INT8 and the OS grants this process the tile state
 
 }  // namespace pyllm

@@ -49,6 +49,13 @@ typedef void (*gemm_tile_fn)(int K, const void* w, size_t ldw, const void* panel
 // row, bit-identical to vec_dot_k on the packed row. For types whose decode costs more than several
 // dots (grid lookups): matmul decodes each weight row once per batch instead of once per <= 8 tokens.
 typedef void (*dec_row_fn)(int n, const void* x, void* out);
+// Prefill tiles on decoded rows (optional, level amx): dec_tile_pack puts one row written by dec_row at
+// place i (< kDecTileRows) of a tile of dec_tile_bytes(K) bytes; dec_tile computes a tile against one
+// panel of kDecTileCols tokens (dec_panel_pack of the vec_dot_type, rows past n zero), C[j * ldc + i] =
+// row i . token j for the nc tokens in use, each pair bit-identical to vec_dot_dec_k (so to vec_dot).
+constexpr int kDecTileRows = 16, kDecTileCols = 16;
+typedef void (*dec_tile_pack_fn)(int64_t K, const void* dec, int i, void* tile);
+typedef void (*dec_tile_fn)(int64_t K, const void* tile, const void* panel, float* C, size_t ldc, int nc);
 
 struct type_traits {
   const char* name;       // GGML's name, e.g. "q4_K"
@@ -77,6 +84,11 @@ struct type_traits {
   dec_row_fn dec_row = nullptr;  // prefill on decoded rows (not rp weights)
   size_t (*dec_row_bytes)(int64_t K) = nullptr;
   vec_dot_k_fn vec_dot_dec_k = nullptr;
+  dec_tile_pack_fn dec_tile_pack = nullptr;  // AMX tiles on decoded rows (weight type)
+  size_t (*dec_tile_bytes)(int64_t K) = nullptr;
+  dec_tile_fn dec_tile = nullptr;
+  gemm_pack_fn dec_panel_pack = nullptr;  // their activation panels (vec_dot_type)
+  size_t (*dec_panel_bytes)(int64_t K) = nullptr;
 };
 
 // THE table (csrc/ggml/traits.cpp). Index by id; ids outside [0, GGML_TYPE_COUNT) are invalid.
@@ -89,7 +101,7 @@ size_t row_size(ggml_type t, int64_t ne0);  // bytes of one row of ne0 elements
 // the CPU's features; settable for tests (not while kernels run on other threads). Setting a level
 // the CPU (or this build) lacks throws std::runtime_error; "auto" picks the best again.
 const char* simd_level();
-void set_simd_level(const char* level);  // "auto", "scalar", "avx2", "avx512"
+void set_simd_level(const char* level);  // "auto", "scalar", "avx2", "avx512", "amx" (avx512 + AMX tiles)
 bool simd_level_supported(const char* level);
 
 }  // namespace pyllm
