@@ -28,12 +28,12 @@ def weights(t, n_rows, k, rng):
 @pytest.mark.parametrize("level", LEVELS)
 def test_tiles_present_where_expected(level):
     c.set_simd_level(level)
-    for key in ("has_gemm_tile", "has_vec_dot_rows", "has_vec_dot_dec"):
+    for key in ("has_gemm_tile", "has_vec_dot_rows", "has_vec_dot_dec", "has_dec_tile"):
         have = {t for t in TYPES if c.type_traits(int(t))[key]}
-        if level == "avx512":
-            assert (DEC_REQUIRED_AVX512 if key == "has_vec_dot_dec" else TILE_REQUIRED_AVX512) <= have, key
+        if level == "amx" or (level == "avx512" and key != "has_dec_tile"):
+            assert (TILE_REQUIRED_AVX512 if key in ("has_gemm_tile", "has_vec_dot_rows") else DEC_REQUIRED_AVX512) <= have, key
         else:
-            assert not have, key  # none below AVX-512 yet: they would need their own bit-identity test here
+            assert not have, key  # none below AVX-512 (AMX) yet: they would need their own bit-identity test here
 
 
 @pytest.mark.parametrize("level", LEVELS)
@@ -72,6 +72,31 @@ def test_batch_rows_equal_single_rows(level, t):
             for nt in (1, 2):
                 got = c.matmul(int(t), w, n_rows, x[:b], nt)
                 assert np.array_equal(bits(got), bits(single[:b])), f"{t.name}@{level} N={n_rows} B={b} threads={nt}"
+
+
+@pytest.mark.skipif("amx" not in LEVELS, reason="needs AMX-INT8 and the OS's permission for the tile state")
+@pytest.mark.parametrize("t", sorted(DEC_REQUIRED_AVX512), ids=lambda t: t.name)
+def test_amx_dec_tiles_equal_single_rows(t):
+    """The AMX tiles on decoded rows (matmul from 64 tokens): every (row, token) result is the single-row
+    bits of the AVX-512 level (full and partial tiles of 16 rows, full and partial panels of 16 tokens,
+    one and two threads), and it is W x."""
+    rng = np.random.default_rng(int(t) + 29)
+    k, n_rows = 256 * 5, 45  # 2 tiles + 13 rows short of one
+    w = weights(t, n_rows, k, rng)
+    x = rng.standard_normal((100, k)).astype(np.float32)
+    x[5] *= 1e-3
+    x[70] = 0.0
+    c.set_simd_level("avx512")
+    single = np.concatenate([c.matmul(int(t), w, n_rows, x[b:b + 1]) for b in range(len(x))])
+    c.set_simd_level("amx")
+    assert c.type_traits(int(t))["has_dec_tile"]
+    for b in (64, 77, 100):
+        for nt in (1, 2):
+            got = c.matmul(int(t), w, n_rows, x[:b], nt)
+            assert np.array_equal(bits(got), bits(single[:b])), f"{t.name} B={b} threads={nt}"
+    wf = c.dequantize(int(t), w, n_rows * k).reshape(n_rows, k)
+    ref = x @ wf.T
+    assert np.abs(got - ref).max() <= 0.02 * np.abs(ref).max(), t.name
 
 
 def test_tile_results_are_the_dot_products():
@@ -123,7 +148,7 @@ def test_amx_equals_single_rows(t):
     """The AMX prefill (rows in groups of 16 x 32 tokens, from 16 tokens) gives every pair the single-row bits of
     the repacked kernel (weights with a multiple of 8 rows), including a last tile of 8 rows and partial token
     tiles."""
-    c.set_simd_level("avx512")
+    c.set_simd_level("amx")
     assert c.type_traits(int(t))["has_amx"]
     rng = np.random.default_rng(23)
     for k in (256, 1280):
@@ -139,7 +164,7 @@ def test_amx_equals_single_rows(t):
 
 
 def test_amx_switch():
-    """PYLLM_AMX=0 turns the AMX kernels off (the rest of the avx512 level stays)."""
+    """PYLLM_AMX=0 turns the amx level off (auto picks avx512 then), and only the amx level has the AMX tiles."""
     import subprocess
     import sys
     code = "from pyllm import _core as c; print(c.amx_available(), c.type_traits(12)['has_amx'], c.simd_level())"
@@ -147,4 +172,7 @@ def test_amx_switch():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.split()
     assert out[:2] == ["False", "False"], out
     if AMX:
-        assert c.type_traits(12)["has_amx"] and c.simd_level() == "avx512"
+        assert out[2] == "avx512"
+        assert c.type_traits(12)["has_amx"] and c.simd_level() == "amx"
+        c.set_simd_level("avx512")
+        assert not c.type_traits(12)["has_amx"]

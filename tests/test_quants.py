@@ -7,7 +7,7 @@ from gguf import quants as gq
 
 from pyllm import _core as c
 
-LEVELS = [lv for lv in ("scalar", "avx2", "avx512") if c.simd_level_supported(lv)]
+LEVELS = [lv for lv in ("scalar", "avx2", "avx512", "amx") if c.simd_level_supported(lv)]
 
 # type -> offsets of fp16 fields that must hold finite values in random blocks
 HALF_FIELDS = {
@@ -251,7 +251,7 @@ def test_vec_dot_k_bit_identical(level):
     c.set_simd_level(level)
     rng = np.random.default_rng(5)
     have = [t for t in VEC_DOT_TYPE if c.type_traits(int(t))["has_vec_dot_k"]]
-    if level == "avx512":
+    if level in ("avx512", "amx"):
         assert set(VEC_DOT_K_REQUIRED) <= set(have)
     for t in have:
         for n in (256, 256 * 7):
@@ -306,14 +306,14 @@ def test_simd_levels_bit_identical_on_quantized_kernels():
 # ---------------------------------------------------------------- dispatch
 
 def test_dispatch_levels():
-    assert c.simd_level() in ("scalar", "avx2", "avx512")
+    assert c.simd_level() in ("scalar", "avx2", "avx512", "amx")
     c.set_simd_level("auto")
     best = c.simd_level()
     assert best == LEVELS[-1]
     for lv in LEVELS:
         c.set_simd_level(lv)
         assert c.simd_level() == lv
-    for lv in ("avx2", "avx512"):
+    for lv in ("avx2", "avx512", "amx"):
         if lv not in LEVELS:
             with pytest.raises(RuntimeError):
                 c.set_simd_level(lv)

@@ -183,11 +183,12 @@ void bind_quants(nb::module_& m) {
     d["has_vec_dot_rows"] = t.vec_dot_rows != nullptr;
     d["has_vec_dot_dec"] = t.vec_dot_dec_k != nullptr;
     d["has_amx"] = t.amx_tile != nullptr;
+    d["has_dec_tile"] = t.dec_tile != nullptr;
     return d;
   }, nb::arg("type"));
 
   m.def("simd_level", []() { return std::string(simd_level()); });
-  m.def("amx_available", &amx_available, "AMX-INT8 prefill kernels in use at the avx512 level (CPU, OS permission, PYLLM_AMX != 0).");
+  m.def("amx_available", &amx_usable, "Whether the amx SIMD level exists here: AMX-INT8 in the CPU, the tile state granted by the OS, PYLLM_AMX != 0.");
   m.def("set_simd_level", [](const std::string& level) { set_simd_level(level.c_str()); }, nb::arg("level"),
         "'scalar', 'avx2', 'avx512' or 'auto'; raises RuntimeError for a level this CPU/build lacks.");
   m.def("simd_level_supported", [](const std::string& level) { return simd_level_supported(level.c_str()); },

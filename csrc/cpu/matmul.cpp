@@ -213,6 +213,49 @@ static void pack_panels(ThreadPool& tp, const QuantActs& qa, Panels& P, bool par
   };
   if (parallel && P.n >= 8) tp.parallel_for(P.n, body); else body(0, P.n);
 }
+// AMX tiles on decoded rows (level amx): activations packed once per matmul into panels of kDecTileCols
+// tokens; each chunk decodes kDecTileRows weight rows at a time into one tile, which meets every panel.
+// dec_tile has vec_dot_dec_k's bits, so the path is free to choose.
+constexpr int kDecTileMinRows = 64;  // below, the tile's decode and its stores cost more than they save (measured: even at 32)
+static bool use_dec_tiles(const Weight& W, const QuantActs& qa) {
+  const type_traits& tr = get_type_traits(W.type);
+  return tr.dec_tile && qa.B >= kDecTileMinRows && W.ne[1] >= kDecTileRows && !row_kernels(W).rp &&
+         get_type_traits(qa.type).dec_panel_pack;
+}
+static void pack_dec_panels(ThreadPool& tp, const QuantActs& qa, Panels& P, bool parallel) {
+  const auto& vt = get_type_traits(qa.type);
+  P.n = (qa.B + kDecTileCols - 1) / kDecTileCols;
+  P.bytes = vt.dec_panel_bytes(qa.K);
+  P.buf.resize((size_t)P.n * P.bytes);
+  auto body = [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; p++)
+      vt.dec_panel_pack(qa.row((int)p * kDecTileCols), qa.row_bytes, std::min(kDecTileCols, qa.B - (int)p * kDecTileCols),
+                        qa.K, P.buf.data() + (size_t)p * P.bytes);
+  };
+  if (parallel && P.n >= 4) tp.parallel_for(P.n, body); else body(0, P.n);
+}
+static void mm_rows_dec_tiles(const Weight& W, const QuantActs& qa, const Panels& P, float* Y, int64_t ldy, int64_t n0,
+                              int64_t n1) {
+  const type_traits& tr = get_type_traits(W.type);
+  const int K = (int)W.ne[0];
+  thread_local std::vector<uint8_t> dbuf, tbuf;
+  if (dbuf.size() < tr.dec_row_bytes(K) + 64) dbuf.resize(tr.dec_row_bytes(K) + 64);
+  if (tbuf.size() < tr.dec_tile_bytes(K)) tbuf.resize(tr.dec_tile_bytes(K));
+  uint8_t* dec = dbuf.data() + (64 - (uintptr_t)dbuf.data() % 64) % 64;
+  const int64_t q1 = n0 + (n1 - n0) / kDecTileRows * kDecTileRows;
+  for (int64_t r0 = n0; r0 < q1; r0 += kDecTileRows) {
+    for (int i = 0; i < kDecTileRows; i++) {
+      tr.dec_row(K, W.data + (r0 + i) * W.nb1, dec);
+      tr.dec_tile_pack(K, dec, i, tbuf.data());
+    }
+    for (int p = 0; p < P.n; p++) {
+      const int t0 = p * kDecTileCols;
+      tr.dec_tile(K, tbuf.data(), P.at(p), Y + t0 * ldy + r0, ldy, std::min(kDecTileCols, qa.B - t0));
+    }
+  }
+  if (q1 < n1) mm_rows_decoded(W, qa, Y, ldy, q1, n1);  // the last rows short of a tile
+}
+
 // Weight rows per chunk: about 32 KiB of W, 16..64 rows (a multiple of kGemmRows). Every chunk reads
 // all panels once, so short rows get more of them per chunk (measured: 16-row chunks of 440-byte Q5_0
 // rows ran at 2/3 the speed of 64-row chunks at 512 tokens).
@@ -302,6 +345,14 @@ void matmul_q(ThreadPool& tp, const Weight& W, const QuantActs& qa, float* Y, in
       if (c < nq) mm_rows_amx(W, qa, P, Y, ldy, c * kAmxRows);
       else mm_rows(W, qa, Y, ldy, q1, N);  // the last rows short of a tile
     });
+    return;
+  }
+  if (use_dec_tiles(W, qa)) {
+    thread_local Panels tl_dec_panels;
+    Panels& P = tl_dec_panels;
+    pack_dec_panels(tp, qa, P, !inline_);
+    const int64_t CH = std::max<int64_t>(kDecTileRows, N / (8 * tp.n_threads()) / kDecTileRows * kDecTileRows);
+    chunks((N + CH - 1) / CH, [&](int64_t c) { mm_rows_dec_tiles(W, qa, P, Y, ldy, c * CH, std::min(N, (c + 1) * CH)); });
     return;
   }
   if (use_tiles(W, qa)) {

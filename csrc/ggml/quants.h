@@ -124,8 +124,8 @@ void vec_dot_iq4_xs_q8_K(int n, float* s, const void* x, const void* y);
 // SIMD overrides: each replaces the pointers it has kernels for (x86 builds only).
 void quants_override_avx2(type_traits* table);
 void quants_override_avx512(type_traits* table);
-// on top of avx512, when the CPU and OS allow AMX-INT8 (x86/amx_avx512.cpp; PYLLM_AMX=0 turns it off)
-void quants_override_amx(type_traits* table);
-bool amx_available();
+void quants_override_amx(type_traits* table);  // on top of avx512
+bool amx_usable();  // the CPU has AMX-INT8 and the OS grants this process the tile state
+void install_amx_kquants(type_traits* table);  // its Q4_K / Q2_K tiles (x86/amx_kquants.cpp)
 
 }  // namespace pyllm

@@ -164,8 +164,10 @@ static void init_table() {
 }
 
 // ---- run-time dispatch ----
-enum simd_t { SIMD_SCALAR = 0, SIMD_AVX2 = 1, SIMD_AVX512 = 2 };
-static const char* const simd_names[] = {"scalar", "avx2", "avx512"};
+// amx: avx512 plus the AMX prefill tiles (csrc/ggml/x86/quants_amx.cpp)
+enum simd_t { SIMD_SCALAR = 0, SIMD_AVX2 = 1, SIMD_AVX512 = 2, SIMD_AMX = 3 };
+constexpr int kLevels = 4;
+static const char* const simd_names[kLevels] = {"scalar", "avx2", "avx512", "amx"};
 static simd_t g_level = SIMD_SCALAR;
 
 static simd_t best_supported() {
@@ -175,6 +177,7 @@ static simd_t best_supported() {
   const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                       __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bf16");
+  if (avx512 && amx_usable()) return SIMD_AMX;
   return avx512 ? SIMD_AVX512 : avx2 ? SIMD_AVX2 : SIMD_SCALAR;
 #else
   return SIMD_SCALAR;
@@ -185,14 +188,15 @@ static void apply_level(simd_t lv) {
   std::memcpy(table, scalar_table, sizeof table);
 #if defined(PYLLM_X86)
   if (lv >= SIMD_AVX2) quants_override_avx2(table);
-  if (lv >= SIMD_AVX512) { quants_override_avx512(table); quants_override_amx(table); }
+  if (lv >= SIMD_AVX512) quants_override_avx512(table);
+  if (lv >= SIMD_AMX) quants_override_amx(table);
 #endif
   for (auto& t : table) t.compute = t.to_float && t.vec_dot;
   g_level = lv;
 }
 
 #if !defined(PYLLM_X86)
-bool amx_available() { return false; }
+bool amx_usable() { return false; }
 #endif
 
 static struct TableInit { TableInit() { init_table(); apply_level(best_supported()); } } table_init;
@@ -211,10 +215,10 @@ const char* simd_level() { return simd_names[g_level]; }
 
 static simd_t parse_level(const char* level) {
   if (!std::strcmp(level, "auto")) return best_supported();
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < kLevels; i++)
     if (!std::strcmp(level, simd_names[i])) return (simd_t)i;
   throw std::invalid_argument(std::string("unknown SIMD level '") + level +
-                              "' (expected auto, scalar, avx2 or avx512)");
+                              "' (expected auto, scalar, avx2, avx512 or amx)");
 }
 bool simd_level_supported(const char* level) { return parse_level(level) <= best_supported(); }
 void set_simd_level(const char* level) {

@@ -49,7 +49,7 @@ typedef void (*gemm_tile_fn)(int K, const void* w, size_t ldw, const void* panel
 // row, bit-identical to vec_dot_k on the packed row. For types whose decode costs more than several
 // dots (grid lookups): matmul decodes each weight row once per batch instead of once per <= 8 tokens.
 typedef void (*dec_row_fn)(int n, const void* x, void* out);
-// AMX-INT8 prefill (optional; CPUs with AMX whose OS grants the tile state, PYLLM_AMX=0 turns it off):
+// AMX prefill for weights whose row kernel keeps one integer per super-block (optional, level amx):
 // amx_dec decodes kAmxRows weight rows (ldw bytes apart) into amx_w_bytes(K), the vec_dot type's amx_pack
 // packs up to kAmxCols activation rows into amx_a_bytes(K) (zeros past n), and amx_tile computes
 // C[j * ldc + i] = row i . token j for tokens j < nc, each pair bit-identical to the row kernel matmul
@@ -57,6 +57,13 @@ typedef void (*dec_row_fn)(int n, const void* x, void* out);
 constexpr int kAmxRows = 16, kAmxCols = 32;
 typedef void (*amx_dec_fn)(int K, const void* w, size_t ldw, void* out);
 typedef void (*amx_tile_fn)(int K, const void* wpanel, const void* apanel, float* C, size_t ldc, int nc);
+// Prefill tiles on decoded rows (optional, level amx): dec_tile_pack puts one row written by dec_row at
+// place i (< kDecTileRows) of a tile of dec_tile_bytes(K) bytes; dec_tile computes a tile against one
+// panel of kDecTileCols tokens (dec_panel_pack of the vec_dot_type, rows past n zero), C[j * ldc + i] =
+// row i . token j for the nc tokens in use, each pair bit-identical to vec_dot_dec_k (so to vec_dot).
+constexpr int kDecTileRows = 16, kDecTileCols = 16;
+typedef void (*dec_tile_pack_fn)(int64_t K, const void* dec, int i, void* tile);
+typedef void (*dec_tile_fn)(int64_t K, const void* tile, const void* panel, float* C, size_t ldc, int nc);
 
 struct type_traits {
   const char* name;       // GGML's name, e.g. "q4_K"
@@ -90,6 +97,11 @@ struct type_traits {
   amx_tile_fn amx_tile = nullptr;
   gemm_pack_fn amx_pack = nullptr;  // on the vec_dot type
   size_t (*amx_a_bytes)(int64_t K) = nullptr;
+  dec_tile_pack_fn dec_tile_pack = nullptr;  // AMX tiles on decoded rows (weight type)
+  size_t (*dec_tile_bytes)(int64_t K) = nullptr;
+  dec_tile_fn dec_tile = nullptr;
+  gemm_pack_fn dec_panel_pack = nullptr;  // their activation panels (vec_dot_type)
+  size_t (*dec_panel_bytes)(int64_t K) = nullptr;
 };
 
 // THE table (csrc/ggml/traits.cpp). Index by id; ids outside [0, GGML_TYPE_COUNT) are invalid.
@@ -102,7 +114,7 @@ size_t row_size(ggml_type t, int64_t ne0);  // bytes of one row of ne0 elements
 // the CPU's features; settable for tests (not while kernels run on other threads). Setting a level
 // the CPU (or this build) lacks throws std::runtime_error; "auto" picks the best again.
 const char* simd_level();
-void set_simd_level(const char* level);  // "auto", "scalar", "avx2", "avx512"
+void set_simd_level(const char* level);  // "auto", "scalar", "avx2", "avx512", "amx" (avx512 + AMX tiles)
 bool simd_level_supported(const char* level);
 
 }  // namespace pyllm

@@ -11,16 +11,11 @@
 // (integers), and the float side (fma(d*y.d, lanes, acc), kFactor * hsum8) is dot_lattice's.
 // Included by quants_avx512.cpp after quants_lowbit_simd.inc.h.
 #pragma once
+#include "ggml/x86/dec_layout.h"
 
 namespace pyllm {
 namespace x86_avx512 {
 
-struct alignas(64) DecSB {
-  uint8_t aw[QK_K];    // |weight| per element, chunk order
-  uint64_t neg[4];     // bit j of neg[p]: element 64p + j is negative
-  int16_t sc[16];      // scale of chunk c's half h at 2c + h
-  float d;
-};
 static size_t dec_row_bytes(int64_t K) { return (size_t)(K / QK_K) * sizeof(DecSB); }
 
 // Q3_K in the lattice form: magnitudes |q| (q = low2 - 4 where the high bit is clear), the sign

@@ -16,8 +16,6 @@
 //     (TDPBUSD's B layout), int32 pairs [nb][half][4 + 8][16 tok] (4 of 32-element sums, 8 of bsums),
 //     float y.d [nb][32 tok]
 #include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -27,6 +25,7 @@
 #include "ggml/fp16.h"
 #include "ggml/quants.h"
 #include "ggml/types.h"
+#include "ggml/x86/amx_config.h"
 
 namespace pyllm {
 namespace {
@@ -95,7 +94,7 @@ void dec_rows(int K, const void* vw, size_t ldw, void* out) {
 }
 
 // Each 64-byte row of a B tile is 4 bytes of each of 16 tokens: one masked gather (tokens past n: zeros).
-__attribute__((target("avx512f,avx512bw"))) void pack_q8_K(const void* acts, size_t row_bytes, int n, int64_t K, void* panel) {
+void pack_q8_K(const void* acts, size_t row_bytes, int n, int64_t K, void* panel) {
   const int nb = (int)(K / QK_K);
   int8_t* q = (int8_t*)panel;
   int32_t* ss = (int32_t*)(q + (size_t)nb * 2 * kAq);
@@ -131,27 +130,18 @@ __attribute__((target("avx512f,avx512bw"))) void pack_q8_K(const void* acts, siz
   }
 }
 
-struct alignas(64) TileCfg {
-  uint8_t palette = 1, start = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
-// tiles 0-3: C (hi, lo) x (token half 0, 1), 16 x 16 int32; 4-5: A (hi, lo), 16 rows x 64 bytes; 6-7: B
-// Once per thread: the configuration stays loaded (LDTILECFG/TILERELEASE per call cost more than a small
-// tile's work); nothing else in the process configures tiles.
-__attribute__((target("amx-tile,amx-int8"))) void tile_config() {
-  thread_local bool done = false;
-  if (done) return;
-  done = true;
-  TileCfg c;
-  for (int i = 0; i < 8; i++) { c.rows[i] = 16; c.colsb[i] = 64; }
-  _tile_loadconfig(&c);
+// tiles 0-3: C (plane 0, 1) x (token half 0, 1), 16 x 16 int32; 4-5: A of planes 0, 1, 16 rows x 64 bytes; 6-7: B
+void tile_config() {
+  static const AmxTileConfig cfg = [] {
+    AmxTileConfig c;
+    for (int i = 0; i < 8; i++) { c.rows[i] = 16; c.colsb[i] = 64; }
+    return c;
+  }();
+  amx_use_config(kAmxFamilyKQuants, cfg);
 }
 
 template <class Q>
-__attribute__((target("amx-tile,amx-int8,avx512f,avx512bw,avx512vl,avx512vnni,fma"))) void tile_rows(
+void tile_rows(
     int K, const void* wpanel, const void* apanel, float* C, size_t ldc, int nc) {
   constexpr int NP = Q::NP, NM = Q::NM, P0 = NM == 4 ? 0 : 4;  // which activation pairs the mins use
   const int nb = K / QK_K;
@@ -218,35 +208,9 @@ __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw,avx512vl,avx512vnni,fm
     for (int r = 0; r < R; r++) C[j * ldc + r] = acc[j / H][r][j % H] - accm[j / H][r][j % H];
 }
 
-// CPUID: AMX-TILE and AMX-INT8; XCR0: the OS saves tile state; then ask Linux for it (per process)
-bool amx_ready() {
-  if (const char* e = std::getenv("PYLLM_AMX"); e && *e == '0') return false;
-  unsigned a, b, c, dx;
-  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(dx) : "a"(7), "c"(0));
-  if (!(dx & (1u << 24)) || !(dx & (1u << 25))) return false;
-  unsigned lo, hi;
-  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(dx) : "a"(1), "c"(0));
-  if (!(c & (1u << 27))) return false;  // OSXSAVE
-  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-  (void)hi;
-#if defined(__linux__)
-  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-  if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0) return false;
-  return true;
-#else
-  return (lo & (3u << 17)) == (3u << 17);
-#endif
-}
-
 }  // namespace
 
-bool amx_available() {
-  static const bool ok = amx_ready();
-  return ok;
-}
-
-void quants_override_amx(type_traits* t) {
-  if (!amx_available()) return;
+void install_amx_kquants(type_traits* t) {
   t[GGML_TYPE_Q4_K].amx_dec = dec_rows<Q4K>;
   t[GGML_TYPE_Q4_K].amx_w_bytes = w_bytes<Q4K::NP, Q4K::NM>;
   t[GGML_TYPE_Q4_K].amx_tile = tile_rows<Q4K>;
