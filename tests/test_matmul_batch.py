@@ -66,12 +66,15 @@ def test_batch_rows_equal_single_rows(level, t):
     x[3] *= 1e-3
     # 22 rows: tiles + 2 rows short of a tile in one chunk; 150: several chunks over 2 threads, a short last one
     for n_rows in (22, 150):
-        w = weights(t, n_rows, k, rng)
-        single = np.concatenate([c.matmul(int(t), w, n_rows, x[b:b + 1]) for b in range(len(x))])
-        for b in (2, 3, 5, 8, 16, 19, 37):
-            for nt in (1, 2):
-                got = c.matmul(int(t), w, n_rows, x[:b], nt)
-                assert np.array_equal(bits(got), bits(single[:b])), f"{t.name}@{level} N={n_rows} B={b} threads={nt}"
+        assert_batches_equal_single_rows(t, weights(t, n_rows, k, rng), n_rows, x, (2, 3, 5, 8, 16, 19, 37), level)
+
+
+def assert_batches_equal_single_rows(t, w, n_rows, x, batches, what):
+    single = np.concatenate([c.matmul(int(t), w, n_rows, x[b:b + 1]) for b in range(len(x))])
+    for b in batches:
+        for nt in (1, 2):
+            got = c.matmul(int(t), w, n_rows, x[:b], nt)
+            assert np.array_equal(bits(got), bits(single[:b])), f"{t.name}@{what} N={n_rows} B={b} threads={nt}"
 
 
 @pytest.mark.skipif("amx" not in LEVELS, reason="needs AMX-INT8 and the OS's permission for the tile state")
@@ -155,12 +158,8 @@ def test_amx_equals_single_rows(t):
         x = rng.standard_normal((70, k)).astype(np.float32)
         x[5] *= 1e-3
         for n_rows in (16, 40, 64):
-            w = weights(t, n_rows, k, rng)
-            single = np.concatenate([c.matmul(int(t), w, n_rows, x[b:b + 1]) for b in range(len(x))])
-            for b in (16, 17, 31, 32, 33, 64, 70):
-                for nt in (1, 2):
-                    got = c.matmul(int(t), w, n_rows, x[:b], nt)
-                    assert np.array_equal(bits(got), bits(single[:b])), f"{t.name} K={k} N={n_rows} B={b} threads={nt}"
+            assert_batches_equal_single_rows(t, weights(t, n_rows, k, rng), n_rows, x, (16, 17, 31, 32, 33, 64, 70),
+                                             f"amx K={k}")
 
 
 def test_amx_switch():

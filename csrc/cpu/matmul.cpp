@@ -201,17 +201,18 @@ static bool use_tiles(const Weight& W, const QuantActs& qa) {
   return get_type_traits(W.type).gemm_tile && qa.B >= kGemmMinRows && !row_kernels(W).rp &&
          get_type_traits(qa.type).gemm_pack;
 }
-static void pack_panels(ThreadPool& tp, const QuantActs& qa, Panels& P, bool parallel) {
-  const auto& vt = get_type_traits(qa.type);
-  P.n = (qa.B + kGemmCols - 1) / kGemmCols;
-  P.bytes = vt.gemm_panel_bytes(qa.K);
+// The batch's activation rows repacked into panels of `cols` tokens by a type's pack function (a last
+// panel's missing rows are zeros); tp null: on this thread.
+static void pack_into(ThreadPool* tp, const QuantActs& qa, Panels& P, int cols, gemm_pack_fn pack, size_t bytes,
+                      int min_parallel) {
+  P.n = (qa.B + cols - 1) / cols;
+  P.bytes = bytes;
   P.buf.resize((size_t)P.n * P.bytes);
   auto body = [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; p++)
-      vt.gemm_pack(qa.row((int)p * kGemmCols), qa.row_bytes, std::min(kGemmCols, qa.B - (int)p * kGemmCols), qa.K,
-                   P.buf.data() + (size_t)p * P.bytes);
+      pack(qa.row((int)p * cols), qa.row_bytes, std::min(cols, qa.B - (int)p * cols), qa.K, P.buf.data() + (size_t)p * P.bytes);
   };
-  if (parallel && P.n >= 8) tp.parallel_for(P.n, body); else body(0, P.n);
+  if (tp && P.n >= min_parallel) tp->parallel_for(P.n, body); else body(0, P.n);
 }
 // AMX tiles on decoded rows (level amx): activations packed once per matmul into panels of kDecTileCols
 // tokens; each chunk decodes kDecTileRows weight rows at a time into one tile, which meets every panel.
@@ -221,18 +222,6 @@ static bool use_dec_tiles(const Weight& W, const QuantActs& qa) {
   const type_traits& tr = get_type_traits(W.type);
   return tr.dec_tile && qa.B >= kDecTileMinRows && W.ne[1] >= kDecTileRows && !row_kernels(W).rp &&
          get_type_traits(qa.type).dec_panel_pack;
-}
-static void pack_dec_panels(ThreadPool& tp, const QuantActs& qa, Panels& P, bool parallel) {
-  const auto& vt = get_type_traits(qa.type);
-  P.n = (qa.B + kDecTileCols - 1) / kDecTileCols;
-  P.bytes = vt.dec_panel_bytes(qa.K);
-  P.buf.resize((size_t)P.n * P.bytes);
-  auto body = [&](int64_t p0, int64_t p1) {
-    for (int64_t p = p0; p < p1; p++)
-      vt.dec_panel_pack(qa.row((int)p * kDecTileCols), qa.row_bytes, std::min(kDecTileCols, qa.B - (int)p * kDecTileCols),
-                        qa.K, P.buf.data() + (size_t)p * P.bytes);
-  };
-  if (parallel && P.n >= 4) tp.parallel_for(P.n, body); else body(0, P.n);
 }
 static void mm_rows_dec_tiles(const Weight& W, const QuantActs& qa, const Panels& P, float* Y, int64_t ldy, int64_t n0,
                               int64_t n1) {
@@ -289,17 +278,9 @@ static bool use_amx(const Weight& W, const QuantActs& qa) {
   const auto& t = get_type_traits(W.type);
   return t.amx_tile && qa.B >= kAmxMinRows && W.ne[1] >= kAmxRows && row_kernels(W).rp && get_type_traits(qa.type).amx_pack;
 }
-static void pack_amx(ThreadPool* tp, const QuantActs& qa, Panels& P) {  // tp null: on this thread
+static void pack_amx(ThreadPool* tp, const QuantActs& qa, Panels& P) {
   const auto& vt = get_type_traits(qa.type);
-  P.n = (qa.B + kAmxCols - 1) / kAmxCols;
-  P.bytes = vt.amx_a_bytes(qa.K);
-  P.buf.resize((size_t)P.n * P.bytes);
-  auto body = [&](int64_t p0, int64_t p1) {
-    for (int64_t p = p0; p < p1; p++)
-      vt.amx_pack(qa.row((int)p * kAmxCols), qa.row_bytes, std::min(kAmxCols, qa.B - (int)p * kAmxCols), qa.K,
-                  P.buf.data() + (size_t)p * P.bytes);
-  };
-  if (tp && P.n >= 2) tp->parallel_for(P.n, body); else body(0, P.n);
+  pack_into(tp, qa, P, kAmxCols, vt.amx_pack, vt.amx_a_bytes(qa.K), 2);
 }
 // weight rows [r0, r0 + kAmxRows) against every panel
 static void mm_rows_amx(const Weight& W, const QuantActs& qa, const Panels& P, float* Y, int64_t ldy, int64_t r0) {
@@ -350,7 +331,8 @@ void matmul_q(ThreadPool& tp, const Weight& W, const QuantActs& qa, float* Y, in
   if (use_dec_tiles(W, qa)) {
     thread_local Panels tl_dec_panels;
     Panels& P = tl_dec_panels;
-    pack_dec_panels(tp, qa, P, !inline_);
+    const auto& vt = get_type_traits(qa.type);
+    pack_into(inline_ ? nullptr : &tp, qa, P, kDecTileCols, vt.dec_panel_pack, vt.dec_panel_bytes(qa.K), 4);
     const int64_t CH = std::max<int64_t>(kDecTileRows, N / (8 * tp.n_threads()) / kDecTileRows * kDecTileRows);
     chunks((N + CH - 1) / CH, [&](int64_t c) { mm_rows_dec_tiles(W, qa, P, Y, ldy, c * CH, std::min(N, (c + 1) * CH)); });
     return;
@@ -358,7 +340,8 @@ void matmul_q(ThreadPool& tp, const Weight& W, const QuantActs& qa, float* Y, in
   if (use_tiles(W, qa)) {
     thread_local Panels tl_panels;  // the caller's; the workers see it through P (a thread_local is not captured)
     Panels& P = tl_panels;
-    pack_panels(tp, qa, P, !inline_);
+    const auto& vt = get_type_traits(qa.type);
+    pack_into(inline_ ? nullptr : &tp, qa, P, kGemmCols, vt.gemm_pack, vt.gemm_panel_bytes(qa.K), 8);
     const int64_t ch = tile_chunk(W);
     chunks((N + ch - 1) / ch, [&](int64_t c) { mm_rows_tiled(W, qa, P, Y, ldy, c * ch, std::min(N, (c + 1) * ch)); });
     return;
