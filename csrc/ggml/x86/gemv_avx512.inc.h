@@ -1,7 +1,7 @@
 // Decode (one activation row) at the AVX-512 level, included by quants_avx512.cpp after the prefill tiles
 // (it uses their T_* loaders). vec_dot_rows runs NR <= 4 weight rows against the same activation row so
 // NR fma chains overlap. Everything here is 256-bit: with a 512-bit op in flight the core shuts port 1's
-// vector unit, and this loop is bound by vector uops, not by the chains (measured: Q4_1 12 -> GMAC/s
+// vector unit, and this loop is bound by vector uops, not by the chains (measured: Q4_1 12 -> 21 GMAC/s
 // in cache, see the commit). Per (row, block) the integers are vec_dot's (dpbusd of the unsigned weights
 // T::load, signed types starting from y's -128 * lane sums: exact) and so is the float chain
 // acc = fma(float(p), dx * dy, acc), block after block, with Q4_1/Q5_1's min term m * s on its own chain
