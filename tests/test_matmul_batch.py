@@ -113,3 +113,25 @@ def test_activation_quantizers_equal_scalar(t):
         c.set_simd_level(lv)
         ref[lv] = (c.quantize(int(t), x, act=True).tobytes(), c.quantize(int(t), x).tobytes())
     assert len({v for v in ref.values()}) == 1, {lv: [len(a) for a in v] for lv, v in ref.items()}
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_decode_rows_repacked_q4_K(level):
+    """Q4_K matrices with a multiple of 8 rows use llama.cpp's repacked-weight arithmetic (vec_dot_rp):
+    decode (several weight rows per kernel call where the level has them) gives each row's vec_dot_rp bits,
+    and a batch gives the same rows."""
+    c.set_simd_level(level)
+    rng = np.random.default_rng(3)
+    t = QT.Q4_K
+    for k in (256, 256 * 3):
+        n_rows = 40  # chunks of 16 rows over 2 threads, a short last one
+        w = weights(t, n_rows, k, rng)
+        x = rng.standard_normal((3, k)).astype(np.float32)
+        rb = len(w) // n_rows
+        rp = c.type_traits(int(t))["has_vec_dot_rp_k"]  # (no repacked arithmetic at the scalar level)
+        one = np.array([c.vec_dot_k(int(t), w[r * rb:(r + 1) * rb], x[:1], True)[0] if rp else
+                        c.vec_dot(int(t), w[r * rb:(r + 1) * rb], x[0], act=True) for r in range(n_rows)], np.float32)
+        for nt in (1, 2):
+            got = c.matmul(int(t), w, n_rows, x[:1], nt)[0]
+            assert np.array_equal(bits(got), bits(one)), f"{level} K={k} threads={nt}"
+            assert np.array_equal(bits(c.matmul(int(t), w, n_rows, x, nt)[0]), bits(one)), f"{level} K={k} batch"

@@ -88,12 +88,13 @@ static void dot_q2_K_gemm_order(int n, float* s, const void* vx, const void* vy)
 struct RowKernels {
   vec_dot_fn one;
   vec_dot_k_fn k;  // may be null: `one` per row
+  vec_dot_rows_fn rows;  // decode, several weight rows per call; may be null: `one` per row
   bool rp;
 };
 static RowKernels row_kernels(const Weight& W) {
   const auto& tr = get_type_traits(W.type);
-  if (tr.vec_dot_rp && W.ne[1] % 8 == 0) return {tr.vec_dot_rp, tr.vec_dot_rp_k, true};
-  return {tr.vec_dot, tr.vec_dot_k, false};
+  if (tr.vec_dot_rp && W.ne[1] % 8 == 0) return {tr.vec_dot_rp, tr.vec_dot_rp_k, tr.vec_dot_rp_rows, true};
+  return {tr.vec_dot, tr.vec_dot_k, tr.vec_dot_rows, false};
 }
 
 // One weight row against activation rows [t0, t1): groups of up to kMaxRowsK rows share one decode
@@ -146,11 +147,14 @@ static void mm_rows(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy,
   const bool emu = kGemmEmu && (W.type == GGML_TYPE_Q4_K || W.type == GGML_TYPE_Q2_K) && rk.rp;
   const int t_gemm = emu ? B - B % 4 : 0;
   const vec_dot_fn gemm_order = W.type == GGML_TYPE_Q2_K ? dot_q2_K_gemm_order : dot_q4_K_gemm_order;
-  // One activation row (decode): several weight rows per call, so their accumulator chains overlap
-  const vec_dot_rows_fn rows = get_type_traits(W.type).vec_dot_rows;
-  if (B == 1 && rows && !rk.rp) {
-    for (int64_t r = n0; r < n1; r += kMaxWeightRows)
-      rows(K, Y + r, W.data + r * W.nb1, W.nb1, qa.row(0), (int)std::min<int64_t>(kMaxWeightRows, n1 - r));
+  // One activation row (decode): several weight rows per call, so their accumulator chains overlap;
+  // else one vec_dot per row without the tiling below (its loops cost as much as a 256-element dot)
+  if (B == 1) {
+    if (rk.rows)
+      for (int64_t r = n0; r < n1; r += kMaxWeightRows)
+        rk.rows(K, Y + r, W.data + r * W.nb1, W.nb1, qa.row(0), (int)std::min<int64_t>(kMaxWeightRows, n1 - r));
+    else
+      for (int64_t r = n0; r < n1; r++) rk.one(K, Y + r, W.data + r * W.nb1, qa.row(0));
     return;
   }
   if (B >= kDecMinRows && !rk.rp && get_type_traits(W.type).vec_dot_dec_k) {

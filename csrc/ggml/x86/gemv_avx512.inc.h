@@ -80,7 +80,51 @@ PYLLM_GEMV_ROWS(rows_signed, false)
 PYLLM_GEMV_ROWS(rows_unsigned, true)
 #undef PYLLM_GEMV_ROWS
 
+// Repacked Q4_K (dot_q4_K_rp's arithmetic), NR <= 4 weight rows against one activation row: per row
+// the super-block's integer totals (sums and mins . bsums, reduced through rowsum4: exact in any order)
+// are dot_q4_K_rp_512_rows', and float lane r does its scalar fma(is, d * y.d, acc),
+// fma(imin, dmin * y.d, accm), acc - accm for row r, so each row's bits are vec_dot_rp's. One call per
+// 4 rows instead of one per row, and one reduction tree for the 4.
+template <int NR>
+static void gemv_q4_K_rp(int n, float* s, const void* vx, size_t bx, const void* vy) {
+  const block_q8_K* y = (const block_q8_K*)vy;
+  __m128 acc = _mm_setzero_ps(), accm = _mm_setzero_ps();
+  Q45Block b;
+  for (int i = 0; i < n / QK_K; i++) {
+    __m512i z[4];
+    __m256i g[4];
+    alignas(16) float d[4] = {0.f, 0.f, 0.f, 0.f}, dmin[4] = {0.f, 0.f, 0.f, 0.f};
+    const __m256i bs = _mm256_loadu_si256((const __m256i*)y[i].bsums);
+    for (int r = 0; r < 4; r++) {
+      if (r < NR) {
+        load_q45_block<false>((const uint8_t*)vx + r * bx, i, b);
+        z[r] = q45_isum(b, y + i);
+        g[r] = _mm256_madd_epi16(b.mins16x2, bs);
+        d[r] = b.d; dmin[r] = b.dmin;
+      } else {
+        z[r] = _mm512_setzero_si512(); g[r] = _mm256_setzero_si256();
+      }
+    }
+    const __m128 yd = _mm_set1_ps(y[i].d);
+    acc = _mm_fmadd_ps(_mm_cvtepi32_ps(rowsum4_512(z)), _mm_mul_ps(_mm_load_ps(d), yd), acc);
+    accm = _mm_fmadd_ps(_mm_cvtepi32_ps(rowsum4_256(g)), _mm_mul_ps(_mm_load_ps(dmin), yd), accm);
+  }
+  alignas(16) float o[4];
+  _mm_store_ps(o, _mm_sub_ps(acc, accm));
+  for (int r = 0; r < NR; r++) s[r] = o[r];
+}
+static void rows_q4_K_rp(int n, float* s, const void* vx, size_t bx, const void* vy, int nr) {
+  switch (nr) {
+    case 1: gemv_q4_K_rp<1>(n, s, vx, bx, vy); break;
+    case 2: gemv_q4_K_rp<2>(n, s, vx, bx, vy); break;
+    case 3: gemv_q4_K_rp<3>(n, s, vx, bx, vy); break;
+    case 4: gemv_q4_K_rp<4>(n, s, vx, bx, vy); break;
+    default: __builtin_trap();
+  }
+}
+
 static void install_gemv_rows(type_traits* t) {
+  t[GGML_TYPE_Q4_K].vec_dot_rp_rows = rows_q4_K_rp;
   t[GGML_TYPE_Q8_0].vec_dot_rows = rows_signed<T_q8_0>;
   t[GGML_TYPE_Q4_0].vec_dot_rows = rows_signed<T_q4_0>;
   t[GGML_TYPE_Q5_0].vec_dot_rows = rows_signed<T_q5_0>;
