@@ -135,3 +135,24 @@ def test_decode_rows_repacked_q4_K(level):
             got = c.matmul(int(t), w, n_rows, x[:1], nt)[0]
             assert np.array_equal(bits(got), bits(one)), f"{level} K={k} threads={nt}"
             assert np.array_equal(bits(c.matmul(int(t), w, n_rows, x, nt)[0]), bits(one)), f"{level} K={k} batch"
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_matmul_multi_equals_matmul(level):
+    """Q/K/V (or gate/up) in one dispatch: each output is matmul's, bit for bit, with mixed weight types (two
+    activation quantizations), for decode, verification and prefill batches and 1 or 2 threads."""
+    c.set_simd_level(level)
+    rng = np.random.default_rng(23)
+    k = 256 * 3
+    spec = [(QT.Q4_1, 200), (QT.Q8_0, 97), (QT.Q4_K, 64), (QT.Q6_K, 48)]  # > 262144 MACs at B = 1: one dispatch
+    ws = [(int(t), weights(t, n, k, rng), n) for t, n in spec]
+    x = rng.standard_normal((37, k)).astype(np.float32)
+    for b in (1, 3, 37):
+        for nt in (1, 2):
+            got = c.matmul_multi(ws, x[:b], nt)
+            want = np.concatenate([c.matmul(t, w, n, x[:b], nt) for t, w, n in ws], axis=1)
+            assert np.array_equal(bits(got), bits(want)), f"{level} B={b} threads={nt}"
+    with pytest.raises(ValueError):
+        c.matmul_multi(ws + ws[:1], x[:1])
+    with pytest.raises(ValueError):
+        c.matmul_multi([(int(QT.Q8_0), ws[1][1][:-1], 24)], x[:1])

@@ -254,26 +254,77 @@ static void for_chunks(ThreadPool& tp, int64_t n, const F& fn) {
   });
 }
 
-void matmul_q(ThreadPool& tp, const Weight& W, const QuantActs& qa, float* Y, int64_t ldy) {
-  const int64_t N = W.ne[1];
-  // tiny matrices (per-head norms, routers: < ~20 us) are not worth a dispatch, on either path
-  const bool inline_ = N * W.ne[0] * qa.B < 262144 || tp.n_threads() == 1;
-  auto chunks = [&](int64_t n, const auto& fn) {
-    if (inline_) for (int64_t c = 0; c < n; c++) fn(c);
-    else for_chunks(tp, n, fn);
-  };
-  if (use_tiles(W, qa)) {
-    thread_local Panels tl_panels;  // the caller's; the workers see it through P (a thread_local is not captured)
-    Panels& P = tl_panels;
-    pack_panels(tp, qa, P, !inline_);
-    const int64_t ch = tile_chunk(W);
-    chunks((N + ch - 1) / ch, [&](int64_t c) { mm_rows_tiled(W, qa, P, Y, ldy, c * ch, std::min(N, (c + 1) * ch)); });
-    return;
+// One weight's part of a dispatch: its output rows in chunks, each chunk computed by the tiles (prefill,
+// verification) or by mm_rows (decode, and the types without tiles).
+struct MatmulJob {
+  const Weight* W;
+  const QuantActs* qa;
+  const Panels* P;  // null: mm_rows
+  float* Y;
+  int64_t ldy, ch;  // ch: rows per chunk
+  int64_t n_chunks() const { return (W->ne[1] + ch - 1) / ch; }
+  void run(int64_t c) const {
+    const int64_t r0 = c * ch, r1 = std::min(W->ne[1], r0 + ch);
+    if (P) mm_rows_tiled(*W, *qa, *P, Y, ldy, r0, r1); else mm_rows(*W, *qa, Y, ldy, r0, r1);
   }
+};
+static MatmulJob plan_job(const Weight& W, const QuantActs& qa, const Panels* P, float* Y, int64_t ldy, int n_threads) {
   // small chunks keep threads balanced when N is small; ~64 per thread when N is large (an output matrix of
   // 262144 rows was 16384 chunks, each a fetch_add on the shared counter's cache line)
-  const int64_t CH = std::max<int64_t>(16, N / (64 * tp.n_threads()) / 16 * 16);
-  chunks((N + CH - 1) / CH, [&](int64_t c) { mm_rows(W, qa, Y, ldy, c * CH, std::min(N, (c + 1) * CH)); });
+  const int64_t N = W.ne[1];
+  const int64_t ch = P ? tile_chunk(W) : std::max<int64_t>(16, N / (64 * n_threads) / 16 * 16);
+  return MatmulJob{&W, &qa, P, Y, ldy, ch};
+}
+// tiny matrices (per-head norms, routers: < ~20 us) are not worth a dispatch, on either path
+constexpr int64_t kMinDispatchMacs = 262144;
+
+void matmul_q(ThreadPool& tp, const Weight& W, const QuantActs& qa, float* Y, int64_t ldy) {
+  const bool inline_ = W.ne[1] * W.ne[0] * qa.B < kMinDispatchMacs || tp.n_threads() == 1;
+  thread_local Panels tl_panels;  // the caller's; the workers see it through the job (a thread_local is not captured)
+  const Panels* P = nullptr;
+  if (use_tiles(W, qa)) { pack_panels(tp, qa, tl_panels, !inline_); P = &tl_panels; }
+  const MatmulJob job = plan_job(W, qa, P, Y, ldy, tp.n_threads());
+  if (inline_) for (int64_t c = 0; c < job.n_chunks(); c++) job.run(c);
+  else for_chunks(tp, job.n_chunks(), [&](int64_t c) { job.run(c); });
+}
+
+void matmul_multi(ThreadPool& tp, const MatmulOut* outs, int n_out, const float* X, int64_t ldx, int B) {
+  if (n_out < 1 || n_out > kMaxMatmulMulti) throw std::invalid_argument("matmul_multi: 1.." + std::to_string(kMaxMatmulMulti) + " outputs");
+  const int64_t K = outs[0].W->ne[0];
+  // activations once per vec_dot_type (and panels once per type), all outputs' chunks in one dispatch
+  thread_local QuantActs qa[kMaxMatmulMulti];
+  thread_local Panels panels[kMaxMatmulMulti];
+  ggml_type vdt[kMaxMatmulMulti];
+  bool packed[kMaxMatmulMulti] = {};
+  int n_vdt = 0;
+  int64_t macs = 0;
+  for (int i = 0; i < n_out; i++) macs += outs[i].W->ne[1] * K * B;
+  const bool inline_ = macs < kMinDispatchMacs || tp.n_threads() == 1;
+  MatmulJob jobs[kMaxMatmulMulti];
+  int64_t first[kMaxMatmulMulti + 1] = {0};
+  for (int i = 0; i < n_out; i++) {
+    const Weight& W = *outs[i].W;
+    const auto& tr = get_type_traits(W.type);
+    if (!tr.compute) throw std::runtime_error("tensor '" + W.name + "': type " + tr.name + " has no matmul kernel");
+    if (W.ne[0] != K) throw std::invalid_argument("matmul_multi: tensor '" + W.name + "' has K = " + std::to_string(W.ne[0]) + ", the first has " + std::to_string(K));
+    int v = 0;
+    while (v < n_vdt && vdt[v] != tr.vec_dot_type) v++;
+    if (v == n_vdt) { vdt[n_vdt++] = tr.vec_dot_type; quantize_acts(tp, X, ldx, B, K, tr.vec_dot_type, qa[v]); }
+    const Panels* P = nullptr;
+    if (use_tiles(W, qa[v])) {
+      if (!packed[v]) { pack_panels(tp, qa[v], panels[v], !inline_); packed[v] = true; }
+      P = &panels[v];
+    }
+    jobs[i] = plan_job(W, qa[v], P, outs[i].Y, outs[i].ldy, tp.n_threads());
+    first[i + 1] = first[i] + jobs[i].n_chunks();
+  }
+  auto run = [&](int64_t c) {
+    int i = 0;
+    while (c >= first[i + 1]) i++;
+    jobs[i].run(c - first[i]);
+  };
+  if (inline_) for (int64_t c = 0; c < first[n_out]; c++) run(c);
+  else for_chunks(tp, first[n_out], run);
 }
 
 void matmul_q_st(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy, int64_t n0, int64_t n1) {
