@@ -1,5 +1,10 @@
 #include "cpu/threadpool.h"
 
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+#include <string>
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #define PYLLM_PAUSE() _mm_pause()
@@ -44,6 +49,7 @@ void ThreadPool::worker(int ith) {
 
 void ThreadPool::run(const std::function<void(int, int)>& fn) {
   if (n_threads_ == 1) { fn(0, 1); return; }
+  n_dispatches_.fetch_add(1, std::memory_order_relaxed);
   job_ = &fn;
   pending_.store(n_threads_ - 1, std::memory_order_release);
   {
@@ -68,6 +74,23 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     int64_t b = ith * per, e = std::min<int64_t>(n, b + per);
     if (b < e) fn(b, e);
   });
+}
+
+double ThreadPool::empty_dispatch_seconds(int n_threads, int batches) {
+  if (n_threads < 1 || batches < 1) throw std::invalid_argument("empty_dispatch_seconds: n_threads and batches must be >= 1, got " + std::to_string(n_threads) + ", " + std::to_string(batches));
+  if (n_threads == 1) return 0.0;  // run() is a plain call
+  ThreadPool tp(n_threads);
+  const std::function<void(int, int)> nop = [](int, int) {};
+  constexpr int kPerBatch = 200;
+  for (int i = 0; i < kPerBatch; i++) tp.run(nop);  // workers started and spinning
+  std::vector<double> t(batches);
+  for (int b = 0; b < batches; b++) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kPerBatch; i++) tp.run(nop);
+    t[b] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / kPerBatch;
+  }
+  std::nth_element(t.begin(), t.begin() + batches / 2, t.end());
+  return t[batches / 2];
 }
 
 }  // namespace pyllm
