@@ -330,6 +330,11 @@ void matmul_multi(ThreadPool& tp, const MatmulOut* outs, int n_out, const float*
 void matmul_q_st(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy, int64_t n0, int64_t n1) {
   const RowKernels rk = row_kernels(W);
   const int K = (int)W.ne[0];
+  if (qa.B == 1 && rk.rows) {  // an expert's one token (decode): several weight rows per call, the same bits
+    for (int64_t r = n0; r < n1; r += kMaxWeightRows)
+      rk.rows(K, Y + r, W.data + r * W.nb1, W.nb1, qa.row(0), (int)std::min<int64_t>(kMaxWeightRows, n1 - r));
+    return;
+  }
   for (int64_t r = n0; r < n1; r++) row_times_acts(rk, K, W.data + r * W.nb1, qa, 0, qa.B, Y + r, ldy);
 }
 
