@@ -4,7 +4,6 @@
 #include <nanobind/ndarray.h>
 #include "cpu/membw.h"
 #include "cpu/mmbench.h"
-#include "cpu/threadpool.h"
 #include "ggml/types.h"
 
 #include <stdexcept>
@@ -16,9 +15,6 @@ void bind_bench(nb::module_& m) {
   m.def("read_bandwidth", &read_bandwidth, nb::arg("n_threads"), nb::arg("bytes"), nb::arg("passes") = 5,
         nb::call_guard<nb::gil_scoped_release>(),
         "Best of `passes` multithreaded reads of a `bytes` buffer, in bytes per second.");
-  m.def("empty_dispatch_seconds", &ThreadPool::empty_dispatch_seconds, nb::arg("n_threads"), nb::arg("batches") = 15,
-        nb::call_guard<nb::gil_scoped_release>(),
-        "Seconds per empty thread-pool dispatch (wake-up + barrier) with n_threads threads; 0 for 1 thread.");
   using u8_in = nb::ndarray<const uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
   m.def("bench_matmul", [](int type, u8_in w, int64_t N, int64_t K, int B, int n_threads, int reps) {
     if (!type_id_valid(type) || !get_type_traits((ggml_type)type).compute)

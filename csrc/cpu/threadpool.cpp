@@ -1,9 +1,6 @@
 #include "cpu/threadpool.h"
 
-#include <algorithm>
 #include <chrono>
-#include <stdexcept>
-#include <string>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -59,10 +56,14 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
   }
   if (sleepers_.load() > 0) cv_.notify_all();
   fn(0, n_threads_);
+  if (pending_.load(std::memory_order_acquire) == 0) return;
+  const auto t0 = std::chrono::steady_clock::now();
   // a worker may have been descheduled: after a short spin, give it the core
   for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; spins++) {
     if (spins < 4096) PYLLM_PAUSE(); else std::this_thread::yield();
   }
+  wait_ns_.fetch_add((uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count(),
+                     std::memory_order_relaxed);
 }
 
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t min_per_thread) {
@@ -74,23 +75,6 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     int64_t b = ith * per, e = std::min<int64_t>(n, b + per);
     if (b < e) fn(b, e);
   });
-}
-
-double ThreadPool::empty_dispatch_seconds(int n_threads, int batches) {
-  if (n_threads < 1 || batches < 1) throw std::invalid_argument("empty_dispatch_seconds: n_threads and batches must be >= 1, got " + std::to_string(n_threads) + ", " + std::to_string(batches));
-  if (n_threads == 1) return 0.0;  // run() is a plain call
-  ThreadPool tp(n_threads);
-  const std::function<void(int, int)> nop = [](int, int) {};
-  constexpr int kPerBatch = 200;
-  for (int i = 0; i < kPerBatch; i++) tp.run(nop);  // workers started and spinning
-  std::vector<double> t(batches);
-  for (int b = 0; b < batches; b++) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < kPerBatch; i++) tp.run(nop);
-    t[b] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / kPerBatch;
-  }
-  std::nth_element(t.begin(), t.begin() + batches / 2, t.end());
-  return t[batches / 2];
 }
 
 }  // namespace pyllm

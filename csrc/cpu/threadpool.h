@@ -19,11 +19,11 @@ class ThreadPool {
   void run(const std::function<void(int, int)>& fn);
   // Splits [0, n) into contiguous chunks over the threads; small n runs inline.
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t min_per_thread = 1);
-  // run() calls that woke the workers (every run() with 2+ threads): `pyllm bench` reports them per token
+  // run() calls that woke the workers (every run() with 2+ threads), and the time the caller spent in
+  // them waiting for the workers after its own share (late wake-ups, preemption, uneven shares): the
+  // synchronisation cost as the forward sees it. `pyllm bench` reports both per token.
   uint64_t n_dispatches() const { return n_dispatches_.load(std::memory_order_relaxed); }
-  // Seconds per empty run() on a fresh pool of n_threads (wake-up and barrier only): the median of
-  // `batches` back-to-back batches of 200, as in a forward, where the workers are still spinning.
-  static double empty_dispatch_seconds(int n_threads, int batches = 15);
+  uint64_t wait_ns() const { return wait_ns_.load(std::memory_order_relaxed); }
 
  private:
   void worker(int ith);
@@ -36,7 +36,7 @@ class ThreadPool {
   std::mutex mu_;
   std::condition_variable cv_;
   std::atomic<int> sleepers_{0};
-  std::atomic<uint64_t> n_dispatches_{0};
+  std::atomic<uint64_t> n_dispatches_{0}, wait_ns_{0};
 };
 
 }  // namespace pyllm

@@ -190,7 +190,7 @@ class MarkdownPrinter(Printer):
             return fmt_size(int(r["weight_bytes_per_token"]))
         if c == "GB/s":
             return f"{r['weight_gbps']:.2f}"
-        if c == "dispatch/tok":  # count (its synchronisation cost, from empty dispatches)
+        if c == "dispatch/tok":  # count (the caller's wait in them)
             if r.get("dispatches_per_token") is None:
                 return "-"
             return f"{r['dispatches_per_token']:.0f} ({r['dispatch_us_per_token']:.0f} us)"
