@@ -244,12 +244,13 @@ static void mm_rows_tiled(const Weight& W, const QuantActs& qa, const Panels& P,
 }
 
 // Chunks [0, n) over the pool's threads, taken from a shared counter: a thread that is descheduled or
-// slowed by its neighbour takes fewer chunks instead of holding up the op. Which thread computes a chunk
+// slowed by its neighbour takes fewer chunks instead of holding up the op, and one that has not started
+// by the time the caller ran out of chunks is not waited for (run_any). Which thread computes a chunk
 // does not change its numbers.
 template <class F>
 static void for_chunks(ThreadPool& tp, int64_t n, const F& fn) {
   std::atomic<int64_t> next{0};
-  tp.run([&](int, int) {
+  tp.run_any([&](int) {
     for (int64_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < n;) fn(c);
   });
 }
