@@ -156,3 +156,17 @@ def test_matmul_multi_equals_matmul(level):
         c.matmul_multi(ws + ws[:1], x[:1])
     with pytest.raises(ValueError):
         c.matmul_multi([(int(QT.Q8_0), ws[1][1][:-1], 24)], x[:1])
+
+
+def test_threads_that_start_late_change_nothing():
+    """A pool's workers may start after the caller has taken every chunk (fresh threads, more threads than
+    cores): they skip the job (ThreadPool::run_any), and the results are the single-thread bits every time."""
+    rng = np.random.default_rng(31)
+    k, n_rows = 512, 1024  # 512K MACs: dispatched
+    w = weights(QT.Q4_0, n_rows, k, rng)
+    x = rng.standard_normal((2, k)).astype(np.float32)
+    for b in (1, 2):
+        want = bits(c.matmul(int(QT.Q4_0), w, n_rows, x[:b], 1))
+        for nt in (2, 3, 8):
+            for _ in range(10):
+                assert np.array_equal(bits(c.matmul(int(QT.Q4_0), w, n_rows, x[:b], nt)), want), f"B={b} threads={nt}"
