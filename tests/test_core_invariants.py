@@ -91,6 +91,13 @@ def test_thread_count_invariance(key):
     ref = _core.Context(m, 64, n_threads=1).eval(0, ids, True)
     for n in (2, 3):
         assert_logits_close(ref, _core.Context(m, 64, n_threads=n).eval(0, ids, True), f"{key}: {n} threads", tol=0)
+    # decode steps: hundreds of back-to-back dispatches, with workers that start late or are descheduled
+    ctxs = {n: _core.Context(m, 64, n_threads=n) for n in (1, 3)}
+    for n, cx in ctxs.items():
+        cx.eval(0, ids[:4], False)
+    for i, t in enumerate(ids[4:]):
+        ref = ctxs[1].eval(0, [t], True)
+        assert_logits_close(ref, ctxs[3].eval(0, [t], True), f"{key}: decode step {i}, 3 threads", tol=0)
 
 
 # --------------------------------------------------------------------------------------------------------------

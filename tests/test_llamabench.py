@@ -148,7 +148,7 @@ def _row(vs=False, bw=False):
     vs_objs = [{"samples_ns": [2_000_000_000], "model_type": "qwen35 27B Q4_K - Small"},
                {"samples_ns": [2_000_000_000]}] if vs else None
     return lb.make_row(inst, info, [1_000_000_000, 1_000_000_000], 1e6, 20e9 if bw else None, vs_objs,
-                       "2026-01-01T00:00:00Z")
+                       "2026-01-01T00:00:00Z", [(153600, 76_800_000), (153600, 76_800_000)])
 
 
 def _print(fmt, rows, argv=()):
@@ -165,17 +165,19 @@ def test_markdown():
     out = _print("md", [_row()])
     lines = out.splitlines()
     head = [c.strip() for c in lines[0].strip("|").split("|")]
-    assert head == ["model", "size", "params", "backend", "threads", "test", "t/s", "weights/tok", "GB/s"]
+    assert head == ["model", "size", "params", "backend", "threads", "test", "t/s", "weights/tok", "GB/s",
+                    "dispatch/tok"]
     assert set(lines[1].replace("|", "").split()) <= {"-" * n + e for n in range(1, 40) for e in ("", ":")}
     cells = [c.strip() for c in lines[2].strip("|").split("|")]
     assert cells[:6] == ["qwen35 27B Q4_K - Small", "3.00 GiB", "4.50 B", "CPU", "2", "pp512"]
     assert cells[6] == "512.00 ± 0.00" and cells[7] == "0.95 MiB" and cells[8] == "0.51"
+    assert cells[9] == "300 (150 us)"  # 153600 dispatches and 76.8 ms of waiting per sample, over 512 tokens
     assert out.rstrip().endswith("build: pyllm test")
     out = _print("md", [_row(vs=True, bw=True)], ["--vs", "x", "--bw", "-b", "64"])
     head = [c.strip() for c in out.splitlines()[2].strip("|").split("|")]
     assert out.startswith("read bandwidth: x")
     assert head == ["model", "size", "params", "backend", "threads", "n_batch", "test", "t/s", "weights/tok", "GB/s",
-                    "bw %", "llama.cpp t/s", "ratio"]
+                    "dispatch/tok", "bw %", "llama.cpp t/s", "ratio"]
     cells = [c.strip() for c in out.splitlines()[4].strip("|").split("|")]
     assert cells[-3:] == ["3", "256.00 ± 0.00", "2.00"]
 
@@ -192,6 +194,7 @@ def test_json_jsonl_csv_sql():
     assert "ratio" not in js[0] and js[1]["ratio"] == 2.0 and js[1]["llamacpp_avg_ts"] == 256.0
     assert js[1]["llamacpp_samples_ns"] == [2_000_000_000] * 2 and js[1]["read_bw_gbps"] == 20.0
     assert js[1]["t_excess_us"] == pytest.approx(1e6 / 512 - 1e6 * 1e6 / 20e9)
+    assert js[0]["dispatches_per_token"] == 300.0 and js[0]["dispatch_us_per_token"] == pytest.approx(150.0)
     lines = _print("jsonl", rows).splitlines()
     assert [json.loads(x)["avg_ts"] for x in lines] == [512.0, 512.0]
     rd = list(csv.reader(io.StringIO(_print("csv", [rows[0]]))))
@@ -215,6 +218,10 @@ def test_tiny_run_json(capsys):
         assert r["model_type"] == "qwen35 12M Q8_0" and r["backends"] == "CPU" and r["n_threads"] == 1
         assert r["weight_bytes_per_token"] > 0 and r["weight_gbps"] > 0
     assert res[0]["weight_bytes_per_token"] == pytest.approx(res[1]["weight_bytes_per_token"] / 8, abs=1)
+    assert all(r["dispatches_per_token"] == 0 and r["dispatch_us_per_token"] == 0 for r in res)  # -t 1: none
+    assert main(["-m", str(TINY), "-p", "0", "-n", "3", "-r", "1", "-t", "2", "-o", "json"]) == 0
+    r = json.loads(capsys.readouterr().out)[0]
+    assert r["dispatches_per_token"] >= 1 and r["dispatch_us_per_token"] >= 0
 
 
 def test_tiny_run_md_depth_batches_bw(capsys, monkeypatch):

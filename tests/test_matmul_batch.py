@@ -43,7 +43,8 @@ def test_decode_rows_equal_vec_dot(level, t):
     c.set_simd_level(level)
     rng = np.random.default_rng(int(t) + 5)
     bk = c.type_traits(int(t))["blck_size"]
-    for k in (max(bk, 32) * (7 if bk < 256 else 2), max(bk, 32) * 8):  # odd and even block counts
+    # odd and even block counts; 37 blocks of 32: the decode kernel's scale segments (16 blocks) twice and a tail
+    for k in (max(bk, 32) * (7 if bk < 256 else 2), max(bk, 32) * 8) + ((32 * 37,) if bk == 32 else ()):
         n_rows = 11  # two groups of 4 and a group of 3
         w = weights(t, n_rows, k, rng)
         x = rng.standard_normal(k).astype(np.float32)
@@ -175,3 +176,60 @@ def test_amx_switch():
         assert c.type_traits(12)["has_amx"] and c.simd_level() == "amx"
         c.set_simd_level("avx512")
         assert not c.type_traits(12)["has_amx"]
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_decode_rows_repacked_q4_K(level):
+    """Q4_K matrices with a multiple of 8 rows use llama.cpp's repacked-weight arithmetic (vec_dot_rp):
+    decode (several weight rows per kernel call where the level has them) gives each row's vec_dot_rp bits,
+    and a batch gives the same rows."""
+    c.set_simd_level(level)
+    rng = np.random.default_rng(3)
+    t = QT.Q4_K
+    for k in (256, 256 * 3):
+        n_rows = 40  # chunks of 16 rows over 2 threads, a short last one
+        w = weights(t, n_rows, k, rng)
+        x = rng.standard_normal((3, k)).astype(np.float32)
+        rb = len(w) // n_rows
+        rp = c.type_traits(int(t))["has_vec_dot_rp_k"]  # (no repacked arithmetic at the scalar level)
+        one = np.array([c.vec_dot_k(int(t), w[r * rb:(r + 1) * rb], x[:1], True)[0] if rp else
+                        c.vec_dot(int(t), w[r * rb:(r + 1) * rb], x[0], act=True) for r in range(n_rows)], np.float32)
+        for nt in (1, 2):
+            got = c.matmul(int(t), w, n_rows, x[:1], nt)[0]
+            assert np.array_equal(bits(got), bits(one)), f"{level} K={k} threads={nt}"
+            assert np.array_equal(bits(c.matmul(int(t), w, n_rows, x, nt)[0]), bits(one)), f"{level} K={k} batch"
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_matmul_multi_equals_matmul(level):
+    """Q/K/V (or gate/up) in one dispatch: each output is matmul's, bit for bit, with mixed weight types (two
+    activation quantizations), for decode, verification and prefill batches and 1 or 2 threads."""
+    c.set_simd_level(level)
+    rng = np.random.default_rng(23)
+    k = 256 * 3
+    spec = [(QT.Q4_1, 200), (QT.Q8_0, 97), (QT.Q4_K, 64), (QT.Q6_K, 48)]  # > 262144 MACs at B = 1: one dispatch
+    ws = [(int(t), weights(t, n, k, rng), n) for t, n in spec]
+    x = rng.standard_normal((37, k)).astype(np.float32)
+    for b in (1, 3, 37):
+        for nt in (1, 2):
+            got = c.matmul_multi(ws, x[:b], nt)
+            want = np.concatenate([c.matmul(t, w, n, x[:b], nt) for t, w, n in ws], axis=1)
+            assert np.array_equal(bits(got), bits(want)), f"{level} B={b} threads={nt}"
+    with pytest.raises(ValueError):
+        c.matmul_multi(ws + ws[:1], x[:1])
+    with pytest.raises(ValueError):
+        c.matmul_multi([(int(QT.Q8_0), ws[1][1][:-1], 24)], x[:1])
+
+
+def test_threads_that_start_late_change_nothing():
+    """A pool's workers may start after the caller has taken every chunk (fresh threads, more threads than
+    cores): they skip the job (ThreadPool::run_any), and the results are the single-thread bits every time."""
+    rng = np.random.default_rng(31)
+    k, n_rows = 512, 1024  # 512K MACs: dispatched
+    w = weights(QT.Q4_0, n_rows, k, rng)
+    x = rng.standard_normal((2, k)).astype(np.float32)
+    for b in (1, 2):
+        want = bits(c.matmul(int(QT.Q4_0), w, n_rows, x[:b], 1))
+        for nt in (2, 3, 8):
+            for _ in range(10):
+                assert np.array_equal(bits(c.matmul(int(QT.Q4_0), w, n_rows, x[:b], nt)), want), f"B={b} threads={nt}"

@@ -323,6 +323,9 @@ void bind_model(nb::module_& m) {
       "(a cycle through it is never collected).")
       .def("seq_end", &Context::seq_end)
       .def("seq_clear", &Context::seq_clear)
+      .def("n_dispatches", &Context::n_dispatches, "Thread-pool dispatches of the target model's forwards so far.")
+      .def("dispatch_wait_ns", &Context::dispatch_wait_ns,
+           "Nanoseconds the calling thread waited in those dispatches for the workers (after its own share).")
       .def("seq_rm", &Context::seq_rm)
       .def("seq_pos", &Context::seq_pos)
       .def("n_active", &Context::n_active)

@@ -2,11 +2,14 @@
 // traits table, release the GIL for large arrays.
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
 
 #include <cstring>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "bindings/bindings.h"
@@ -165,6 +168,42 @@ void bind_quants(nb::module_& m) {
   }, nb::arg("type"), nb::arg("w"), nb::arg("N"), nb::arg("x"), nb::arg("n_threads") = 1,
   "Y = x W^T as a model's forward computes it (activations quantized to the vec_dot_type, the batch path "
   "matmul picks for x's row count); x has shape (B, K), w holds N rows; returns (B, N) float32.");
+
+  m.def("matmul_multi", [](std::vector<std::tuple<int, u8_in, int64_t>> ws, f32_in2 x, int n_threads) {
+    const int64_t B = (int64_t)x.shape(0), K = (int64_t)x.shape(1);
+    if (ws.empty() || (int)ws.size() > kMaxMatmulMulti)
+      throw std::invalid_argument("matmul_multi: 1.." + std::to_string(kMaxMatmulMulti) + " weights");
+    if (n_threads < 1) throw std::invalid_argument("matmul_multi: n_threads must be >= 1");
+    std::vector<Weight> W(ws.size());
+    int64_t ld = 0;
+    for (size_t i = 0; i < ws.size(); i++) {
+      const int type = std::get<0>(ws[i]);
+      const int64_t N = std::get<2>(ws[i]);
+      const type_traits& t = traits_for(type);
+      check_len(t, K);
+      const size_t rb = row_size((ggml_type)type, K);
+      if (N < 1 || std::get<1>(ws[i]).shape(0) != rb * (size_t)N)
+        throw std::invalid_argument("matmul_multi: weight " + std::to_string(i) + " must hold N = " + std::to_string(N) + " rows of " + std::to_string(K) + " elements");
+      W[i].name = "matmul_multi." + std::to_string(i); W[i].type = (ggml_type)type; W[i].ne[0] = K; W[i].ne[1] = N;
+      W[i].nb1 = rb; W[i].nb2 = rb * N; W[i].data = std::get<1>(ws[i]).data();
+      ld += N;
+    }
+    std::vector<float> y((size_t)B * ld);
+    {
+      nb::gil_scoped_release rel;
+      std::vector<MatmulOut> outs;
+      int64_t col = 0;
+      for (auto& w : W) { outs.push_back({&w, y.data() + col, ld}); col += w.ne[1]; }
+      ThreadPool tp(n_threads);
+      matmul_multi(tp, outs.data(), (int)outs.size(), x.data(), K, (int)B);
+    }
+    size_t shape[2] = {(size_t)B, (size_t)ld};
+    auto* heap = new std::vector<float>(std::move(y));
+    nb::capsule owner(heap, [](void* p) noexcept { delete (std::vector<float>*)p; });
+    return nb::ndarray<nb::numpy, float, nb::ndim<2>>(heap->data(), 2, shape, owner);
+  }, nb::arg("weights"), nb::arg("x"), nb::arg("n_threads") = 1,
+  "Several Y = x W^T of the same x in one dispatch, as a model's forward computes Q/K/V or gate/up: weights is "
+  "a list of (type, w, N); returns (B, sum of N) float32, the outputs side by side.");
 
   m.def("type_traits", [](int type) {
     const type_traits& t = traits_for(type);

@@ -88,12 +88,13 @@ static void dot_q2_K_gemm_order(int n, float* s, const void* vx, const void* vy)
 struct RowKernels {
   vec_dot_fn one;
   vec_dot_k_fn k;  // may be null: `one` per row
+  vec_dot_rows_fn rows;  // decode, several weight rows per call; may be null: `one` per row
   bool rp;
 };
 static RowKernels row_kernels(const Weight& W) {
   const auto& tr = get_type_traits(W.type);
-  if (tr.vec_dot_rp && W.ne[1] % 8 == 0) return {tr.vec_dot_rp, tr.vec_dot_rp_k, true};
-  return {tr.vec_dot, tr.vec_dot_k, false};
+  if (tr.vec_dot_rp && W.ne[1] % 8 == 0) return {tr.vec_dot_rp, tr.vec_dot_rp_k, tr.vec_dot_rp_rows, true};
+  return {tr.vec_dot, tr.vec_dot_k, tr.vec_dot_rows, false};
 }
 
 // One weight row against activation rows [t0, t1): groups of up to kMaxRowsK rows share one decode
@@ -146,11 +147,14 @@ static void mm_rows(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy,
   const bool emu = kGemmEmu && (W.type == GGML_TYPE_Q4_K || W.type == GGML_TYPE_Q2_K) && rk.rp;
   const int t_gemm = emu ? B - B % 4 : 0;
   const vec_dot_fn gemm_order = W.type == GGML_TYPE_Q2_K ? dot_q2_K_gemm_order : dot_q4_K_gemm_order;
-  // One activation row (decode): several weight rows per call, so their accumulator chains overlap
-  const vec_dot_rows_fn rows = get_type_traits(W.type).vec_dot_rows;
-  if (B == 1 && rows && !rk.rp) {
-    for (int64_t r = n0; r < n1; r += kMaxWeightRows)
-      rows(K, Y + r, W.data + r * W.nb1, W.nb1, qa.row(0), (int)std::min<int64_t>(kMaxWeightRows, n1 - r));
+  // One activation row (decode): several weight rows per call, so their accumulator chains overlap;
+  // else one vec_dot per row without the tiling below (its loops cost as much as a 256-element dot)
+  if (B == 1) {
+    if (rk.rows)
+      for (int64_t r = n0; r < n1; r += kMaxWeightRows)
+        rk.rows(K, Y + r, W.data + r * W.nb1, W.nb1, qa.row(0), (int)std::min<int64_t>(kMaxWeightRows, n1 - r));
+    else
+      for (int64_t r = n0; r < n1; r++) rk.one(K, Y + r, W.data + r * W.nb1, qa.row(0));
     return;
   }
   if (B >= kDecMinRows && !rk.rp && get_type_traits(W.type).vec_dot_dec_k) {
@@ -299,62 +303,131 @@ static void mm_rows_amx(const Weight& W, const QuantActs& qa, const Panels& P, f
 }
 
 // Chunks [0, n) over the pool's threads, taken from a shared counter: a thread that is descheduled or
-// slowed by its neighbour takes fewer chunks instead of holding up the op. Which thread computes a chunk
+// slowed by its neighbour takes fewer chunks instead of holding up the op, and one that has not started
+// by the time the caller ran out of chunks is not waited for (run_any). Which thread computes a chunk
 // does not change its numbers.
 template <class F>
 static void for_chunks(ThreadPool& tp, int64_t n, const F& fn) {
   std::atomic<int64_t> next{0};
-  tp.run([&](int, int) {
+  tp.run_any([&](int) {
     for (int64_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < n;) fn(c);
   });
 }
 
-void matmul_q(ThreadPool& tp, const Weight& W, const QuantActs& qa, float* Y, int64_t ldy) {
+// The paths a weight's product can take; each gives every pair the row kernels' bits, so the choice is free.
+enum class MmPath { Rows, Tiles, DecTiles, Amx };
+constexpr int kMmPaths = 4;
+static MmPath choose_path(const Weight& W, const QuantActs& qa) {
+  if (use_amx(W, qa)) return MmPath::Amx;
+  if (use_dec_tiles(W, qa)) return MmPath::DecTiles;
+  if (use_tiles(W, qa)) return MmPath::Tiles;
+  return MmPath::Rows;
+}
+// The activation panels a path reads (none for Rows); tp null: packed on this thread.
+static void pack_for(MmPath path, ThreadPool* tp, const QuantActs& qa, Panels& P) {
+  const auto& vt = get_type_traits(qa.type);
+  switch (path) {
+    case MmPath::Tiles: pack_into(tp, qa, P, kGemmCols, vt.gemm_pack, vt.gemm_panel_bytes(qa.K), 8); break;
+    case MmPath::DecTiles: pack_into(tp, qa, P, kDecTileCols, vt.dec_panel_pack, vt.dec_panel_bytes(qa.K), 4); break;
+    case MmPath::Amx: pack_amx(tp, qa, P); break;
+    case MmPath::Rows: break;
+  }
+}
+
+// One weight's part of a dispatch: its output rows in chunks, each chunk computed by its path.
+struct MatmulJob {
+  const Weight* W;
+  const QuantActs* qa;
+  const Panels* P;  // the path's panels (Rows: unused)
+  MmPath path;
+  float* Y;
+  int64_t ldy, ch;  // ch: rows per chunk
+  int64_t n_chunks() const { return (W->ne[1] + ch - 1) / ch; }
+  void run(int64_t c) const {
+    const int64_t r0 = c * ch, r1 = std::min(W->ne[1], r0 + ch);
+    switch (path) {
+      case MmPath::Tiles: mm_rows_tiled(*W, *qa, *P, Y, ldy, r0, r1); break;
+      case MmPath::DecTiles: mm_rows_dec_tiles(*W, *qa, *P, Y, ldy, r0, r1); break;
+      case MmPath::Amx:  // 16-row tiles; the last rows short of one by the row kernels
+        if (r1 - r0 == kAmxRows) mm_rows_amx(*W, *qa, *P, Y, ldy, r0); else mm_rows(*W, *qa, Y, ldy, r0, r1);
+        break;
+      case MmPath::Rows: mm_rows(*W, *qa, Y, ldy, r0, r1); break;
+    }
+  }
+};
+static MatmulJob plan_job(const Weight& W, const QuantActs& qa, MmPath path, const Panels* P, float* Y, int64_t ldy,
+                          int n_threads) {
   const int64_t N = W.ne[1];
-  // tiny matrices (per-head norms, routers: < ~20 us) are not worth a dispatch, on either path
-  const bool inline_ = N * W.ne[0] * qa.B < 262144 || tp.n_threads() == 1;
-  auto chunks = [&](int64_t n, const auto& fn) {
-    if (inline_) for (int64_t c = 0; c < n; c++) fn(c);
-    else for_chunks(tp, n, fn);
+  int64_t ch;
+  switch (path) {
+    case MmPath::Tiles: ch = tile_chunk(W); break;
+    case MmPath::DecTiles: ch = std::max<int64_t>(kDecTileRows, N / (8 * n_threads) / kDecTileRows * kDecTileRows); break;
+    case MmPath::Amx: ch = kAmxRows; break;
+    default:
+      // small chunks keep threads balanced when N is small; ~64 per thread when N is large (an output matrix of
+      // 262144 rows was 16384 chunks, each a fetch_add on the shared counter's cache line)
+      ch = std::max<int64_t>(16, N / (64 * n_threads) / 16 * 16);
+  }
+  return MatmulJob{&W, &qa, P, path, Y, ldy, ch};
+}
+// tiny matrices (per-head norms, routers: < ~20 us) are not worth a dispatch, on either path
+constexpr int64_t kMinDispatchMacs = 262144;
+
+void matmul_q(ThreadPool& tp, const Weight& W, const QuantActs& qa, float* Y, int64_t ldy) {
+  const bool inline_ = W.ne[1] * W.ne[0] * qa.B < kMinDispatchMacs || tp.n_threads() == 1;
+  thread_local Panels tl_panels;  // the caller's; the workers see it through the job (a thread_local is not captured)
+  const MmPath path = choose_path(W, qa);
+  pack_for(path, inline_ ? nullptr : &tp, qa, tl_panels);
+  const MatmulJob job = plan_job(W, qa, path, &tl_panels, Y, ldy, tp.n_threads());
+  if (inline_) for (int64_t c = 0; c < job.n_chunks(); c++) job.run(c);
+  else for_chunks(tp, job.n_chunks(), [&](int64_t c) { job.run(c); });
+}
+
+void matmul_multi(ThreadPool& tp, const MatmulOut* outs, int n_out, const float* X, int64_t ldx, int B) {
+  if (n_out < 1 || n_out > kMaxMatmulMulti) throw std::invalid_argument("matmul_multi: 1.." + std::to_string(kMaxMatmulMulti) + " outputs");
+  const int64_t K = outs[0].W->ne[0];
+  // activations once per vec_dot_type (and panels once per type and path), all outputs' chunks in one dispatch
+  thread_local QuantActs qa[kMaxMatmulMulti];
+  thread_local Panels panels[kMaxMatmulMulti][kMmPaths];
+  ggml_type vdt[kMaxMatmulMulti];
+  bool packed[kMaxMatmulMulti][kMmPaths] = {};
+  int n_vdt = 0;
+  int64_t macs = 0;
+  for (int i = 0; i < n_out; i++) macs += outs[i].W->ne[1] * K * B;
+  const bool inline_ = macs < kMinDispatchMacs || tp.n_threads() == 1;
+  MatmulJob jobs[kMaxMatmulMulti];
+  int64_t first[kMaxMatmulMulti + 1] = {0};
+  for (int i = 0; i < n_out; i++) {
+    const Weight& W = *outs[i].W;
+    const auto& tr = get_type_traits(W.type);
+    if (!tr.compute) throw std::runtime_error("tensor '" + W.name + "': type " + tr.name + " has no matmul kernel");
+    if (W.ne[0] != K) throw std::invalid_argument("matmul_multi: tensor '" + W.name + "' has K = " + std::to_string(W.ne[0]) + ", the first has " + std::to_string(K));
+    int v = 0;
+    while (v < n_vdt && vdt[v] != tr.vec_dot_type) v++;
+    if (v == n_vdt) { vdt[n_vdt++] = tr.vec_dot_type; quantize_acts(tp, X, ldx, B, K, tr.vec_dot_type, qa[v]); }
+    const MmPath path = choose_path(W, qa[v]);
+    Panels& P = panels[v][(int)path];
+    if (!packed[v][(int)path]) { pack_for(path, inline_ ? nullptr : &tp, qa[v], P); packed[v][(int)path] = true; }
+    jobs[i] = plan_job(W, qa[v], path, &P, outs[i].Y, outs[i].ldy, tp.n_threads());
+    first[i + 1] = first[i] + jobs[i].n_chunks();
+  }
+  auto run = [&](int64_t c) {
+    int i = 0;
+    while (c >= first[i + 1]) i++;
+    jobs[i].run(c - first[i]);
   };
-  if (use_amx(W, qa)) {
-    thread_local Panels tl_panels;
-    Panels& P = tl_panels;
-    pack_amx(inline_ ? nullptr : &tp, qa, P);
-    const int64_t nq = N / kAmxRows, q1 = nq * kAmxRows;
-    chunks(nq + (q1 < N), [&](int64_t c) {
-      if (c < nq) mm_rows_amx(W, qa, P, Y, ldy, c * kAmxRows);
-      else mm_rows(W, qa, Y, ldy, q1, N);  // the last rows short of a tile
-    });
-    return;
-  }
-  if (use_dec_tiles(W, qa)) {
-    thread_local Panels tl_dec_panels;
-    Panels& P = tl_dec_panels;
-    const auto& vt = get_type_traits(qa.type);
-    pack_into(inline_ ? nullptr : &tp, qa, P, kDecTileCols, vt.dec_panel_pack, vt.dec_panel_bytes(qa.K), 4);
-    const int64_t CH = std::max<int64_t>(kDecTileRows, N / (8 * tp.n_threads()) / kDecTileRows * kDecTileRows);
-    chunks((N + CH - 1) / CH, [&](int64_t c) { mm_rows_dec_tiles(W, qa, P, Y, ldy, c * CH, std::min(N, (c + 1) * CH)); });
-    return;
-  }
-  if (use_tiles(W, qa)) {
-    thread_local Panels tl_panels;  // the caller's; the workers see it through P (a thread_local is not captured)
-    Panels& P = tl_panels;
-    const auto& vt = get_type_traits(qa.type);
-    pack_into(inline_ ? nullptr : &tp, qa, P, kGemmCols, vt.gemm_pack, vt.gemm_panel_bytes(qa.K), 8);
-    const int64_t ch = tile_chunk(W);
-    chunks((N + ch - 1) / ch, [&](int64_t c) { mm_rows_tiled(W, qa, P, Y, ldy, c * ch, std::min(N, (c + 1) * ch)); });
-    return;
-  }
-  // small chunks keep threads balanced when N is small; ~64 per thread when N is large (an output matrix of
-  // 262144 rows was 16384 chunks, each a fetch_add on the shared counter's cache line)
-  const int64_t CH = std::max<int64_t>(16, N / (64 * tp.n_threads()) / 16 * 16);
-  chunks((N + CH - 1) / CH, [&](int64_t c) { mm_rows(W, qa, Y, ldy, c * CH, std::min(N, (c + 1) * CH)); });
+  if (inline_) for (int64_t c = 0; c < first[n_out]; c++) run(c);
+  else for_chunks(tp, first[n_out], run);
 }
 
 void matmul_q_st(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy, int64_t n0, int64_t n1) {
   const RowKernels rk = row_kernels(W);
   const int K = (int)W.ne[0];
+  if (qa.B == 1 && rk.rows) {  // an expert's one token (decode): several weight rows per call, the same bits
+    for (int64_t r = n0; r < n1; r += kMaxWeightRows)
+      rk.rows(K, Y + r, W.data + r * W.nb1, W.nb1, qa.row(0), (int)std::min<int64_t>(kMaxWeightRows, n1 - r));
+    return;
+  }
   int64_t r = n0;
   if (use_amx(W, qa) && n1 - n0 >= kAmxRows) {  // an expert's routed rows: 16-row tiles, each thread packs its own panels
     thread_local Panels tl_panels;

@@ -42,6 +42,15 @@ void quantize_acts(ThreadPool& tp, const float* X, int64_t ldx, int B, int64_t K
 
 // Y[b*ldy + n] = sum_k W[n,k] X[b*ldx + k]
 void matmul(ThreadPool& tp, const Weight& W, const float* X, int64_t ldx, int B, float* Y, int64_t ldy);
+// Several products of the same X (Q, K and V; gate and up) in one dispatch of the thread pool: X is
+// quantized once per vec_dot_type, and each output's bits are matmul's.
+struct MatmulOut {
+  const Weight* W;
+  float* Y;
+  int64_t ldy;
+};
+constexpr int kMaxMatmulMulti = 4;
+void matmul_multi(ThreadPool& tp, const MatmulOut* outs, int n_out, const float* X, int64_t ldx, int B);
 // same with pre-quantized activations (must be W's vec_dot_type)
 void matmul_q(ThreadPool& tp, const Weight& W, const QuantActs& qa, float* Y, int64_t ldy);
 // rows [n0, n1) of W against all of qa's rows, single-threaded, for callers that already run inside a

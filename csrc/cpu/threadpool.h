@@ -17,20 +17,36 @@ class ThreadPool {
   int n_threads() const { return n_threads_; }
   // fn(ith, nth) runs once on each of nth = n_threads() threads (the caller is thread 0).
   void run(const std::function<void(int, int)>& fn);
+  // fn(ith) runs on the caller (ith 0) and on each worker that starts before the caller's own call has
+  // returned; a worker that wakes later skips the job, so the caller never waits for a descheduled worker
+  // that has not started. For work taken from a shared counter, which any subset of threads completes.
+  void run_any(const std::function<void(int)>& fn);
   // Splits [0, n) into contiguous chunks over the threads; small n runs inline.
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t min_per_thread = 1);
+  // run() calls that woke the workers (every run() with 2+ threads), and the time the caller spent in
+  // them waiting for the workers after its own share (late wake-ups, preemption, uneven shares): the
+  // synchronisation cost as the forward sees it. `pyllm bench` reports both per token.
+  uint64_t n_dispatches() const { return n_dispatches_.load(std::memory_order_relaxed); }
+  uint64_t wait_ns() const { return wait_ns_.load(std::memory_order_relaxed); }
 
  private:
   void worker(int ith);
+  void publish(uint64_t cmd);  // wakes the workers for command `cmd`
+  void wait_until_zero(const std::atomic<uint64_t>& v, uint64_t mask);  // the caller's barrier, timed
   int n_threads_;
   std::vector<std::thread> threads_;
   const std::function<void(int, int)>* job_ = nullptr;
-  std::atomic<uint64_t> gen_{0};
-  std::atomic<int> pending_{0};
+  const std::function<void(int)>* any_job_ = nullptr;
+  // gen << 1 | kind (1: run_any), stored after the job's fields (release), read first by the workers
+  std::atomic<uint64_t> cmd_{0};
+  // run_any's job: tag << 16 | workers inside, tag = 2 * gen while open, 2 * gen + 1 once closed
+  std::atomic<uint64_t> any_state_{0};
+  std::atomic<uint64_t> pending_{0};
   std::atomic<bool> stop_{false};
   std::mutex mu_;
   std::condition_variable cv_;
   std::atomic<int> sleepers_{0};
+  std::atomic<uint64_t> n_dispatches_{0}, wait_ns_{0};
 };
 
 }  // namespace pyllm

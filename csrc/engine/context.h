@@ -99,6 +99,9 @@ class Context {
   int n_active() const;
   const SeqStats& seq_stats(int seq) const { check_seq(seq); return seqs_[seq].stats; }
   const GlobalStats& stats() const { return gstats_; }
+  // the target's thread-pool dispatches so far, and the time spent waiting in them (ThreadPool)
+  uint64_t n_dispatches() const { return tp_.n_dispatches(); }
+  uint64_t dispatch_wait_ns() const { return tp_.wait_ns(); }
   std::string acceptance_line(int seq) const;  // llama.cpp's "draft acceptance = ..." line
   // one line per drafter of the chain for seq, in llama.cpp's "statistics <type>: ..." format
   std::vector<std::string> drafter_lines(int seq) const;

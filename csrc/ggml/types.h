@@ -83,6 +83,7 @@ struct type_traits {
   // uses it for such weights; nullptr = same as vec_dot.
   vec_dot_fn vec_dot_rp = nullptr;
   vec_dot_k_fn vec_dot_rp_k = nullptr;  // k rows of vec_dot_rp (same contract as vec_dot_k)
+  vec_dot_rows_fn vec_dot_rp_rows = nullptr;  // decode rows of vec_dot_rp (same contract as vec_dot_rows)
   // prefill tiles: gemm_tile on a weight type (nullptr = none at this level; only for weights matmul
   // would not repack), gemm_pack and gemm_panel_bytes(K) on its vec_dot_type
   gemm_tile_fn gemm_tile = nullptr;

@@ -92,9 +92,8 @@ class Gemma3Model : public Model {
       const Layer& L = layers[il];
       const RopeCache& rope = L.swa ? rope_local : rope_global;
       for (int r = 0; r < n; r++) rms_norm(x + r * E, L.attn_norm.data(), xn + r * E, (int)E, eps);
-      matmul(tp, L.wq, xn, E, n, q, nq);
-      matmul(tp, L.wk, xn, E, n, k, nk);
-      matmul(tp, L.wv, xn, E, n, v, nv);
+      const MatmulOut qkv[3] = {{&L.wq, q, nq}, {&L.wk, k, nk}, {&L.wv, v, nv}};
+      matmul_multi(tp, qkv, 3, xn, E, n);
       for (int r = 0; r < n; r++) {
         rope.compute(in.pos[r], cs.data(), sn.data());
         for (int h = 0; h < n_head; h++) {
@@ -119,8 +118,8 @@ class Gemma3Model : public Model {
       for (int r = 0; r < n; r++) rms_norm(x + r * E, L.ffn_norm.data(), xn + r * E, (int)E, eps);
       float* g = buf;
       float* u = buf + n * n_ff;
-      matmul(tp, L.ffn_gate, xn, E, n, g, n_ff);
-      matmul(tp, L.ffn_up, xn, E, n, u, n_ff);
+      const MatmulOut gu[2] = {{&L.ffn_gate, g, n_ff}, {&L.ffn_up, u, n_ff}};
+      matmul_multi(tp, gu, 2, xn, E, n);
       for (int r = 0; r < n; r++) geglu_row(g + r * n_ff, u + r * n_ff, g + r * n_ff, (int)n_ff);
       matmul(tp, L.ffn_down, g, n_ff, n, xn, E);
       for (int r = 0; r < n; r++) {

@@ -74,9 +74,8 @@ class LlamaModel : public Model {
     for (int il = 0; il < n_layer; il++) {
       const Layer& L = layers[il];
       for (int r = 0; r < n; r++) rms_norm(x + r * E, L.attn_norm.data(), xn + r * E, (int)E, eps);
-      matmul(tp, L.wq, xn, E, n, q, nq);
-      matmul(tp, L.wk, xn, E, n, k, nkv);
-      matmul(tp, L.wv, xn, E, n, v, nkv);
+      const MatmulOut qkv[3] = {{&L.wq, q, nq}, {&L.wk, k, nkv}, {&L.wv, v, nkv}};
+      matmul_multi(tp, qkv, 3, xn, E, n);
       for (int r = 0; r < n; r++) {
         rope.compute(in.pos[r], cs.data(), sn.data());
         for (int h = 0; h < n_head; h++) rope_norm(q + r * nq + h * head_dim, rope.n_rot, cs.data(), sn.data());
@@ -89,8 +88,8 @@ class LlamaModel : public Model {
       for (int r = 0; r < n; r++) rms_norm(x + r * E, L.ffn_norm.data(), xn + r * E, (int)E, eps);
       float* g = att;            // [n][n_ff]
       float* u = att + n * n_ff; // [n][n_ff]
-      matmul(tp, L.ffn_gate, xn, E, n, g, n_ff);
-      matmul(tp, L.ffn_up, xn, E, n, u, n_ff);
+      const MatmulOut gu[2] = {{&L.ffn_gate, g, n_ff}, {&L.ffn_up, u, n_ff}};
+      matmul_multi(tp, gu, 2, xn, E, n);
       for (int r = 0; r < n; r++) swiglu_row(g + r * n_ff, u + r * n_ff, g + r * n_ff, (int)n_ff);
       matmul(tp, L.ffn_down, g, n_ff, n, xn, E);
       for (int64_t i = 0; i < n * E; i++) x[i] += xn[i];

@@ -191,9 +191,8 @@ class Qwen35Model : public Model {
     if (L.wqkv_fused.valid()) {
       matmul(tp, L.wqkv_fused, xn, E, n, qg, ld);
     } else {
-      matmul(tp, L.wq, xn, E, n, qg, ld);
-      matmul(tp, L.wk, xn, E, n, qg + 2 * nq, ld);
-      matmul(tp, L.wv, xn, E, n, qg + 2 * nq + nkv, ld);
+      const MatmulOut qkv[3] = {{&L.wq, qg, ld}, {&L.wk, qg + 2 * nq, ld}, {&L.wv, qg + 2 * nq + nkv, ld}};
+      matmul_multi(tp, qkv, 3, xn, E, n);
     }
     float* q = Scratch::ensure(s.d, n * nq);
     float* k = Scratch::ensure(s.e, n * nkv);
@@ -233,11 +232,10 @@ class Qwen35Model : public Model {
     float* z = Scratch::ensure(s.d, n * value_dim);
     float* ab = Scratch::ensure(s.e, n * 2 * H_v);  // [n][H_v] beta, then [n][H_v] alpha
     float* o = Scratch::ensure(s.f, n * value_dim);
-    matmul(tp, L.ssm_qkv, xn, E, n, u, conv_dim);
-    matmul(tp, L.ssm_gate, xn, E, n, z, value_dim);
+    const MatmulOut in4[4] = {{&L.ssm_qkv, u, conv_dim}, {&L.ssm_gate, z, value_dim}, {&L.ssm_beta, ab, H_v},
+                              {&L.ssm_alpha, ab + n * H_v, H_v}};
+    matmul_multi(tp, in4, 4, xn, E, n);
     for (int64_t r = 0; r < n * H_v; r++) silu_row(z + r * dv, z + r * dv, dv);  // ggml_silu over [dv] rows
-    matmul(tp, L.ssm_beta, xn, E, n, ab, H_v);
-    matmul(tp, L.ssm_alpha, xn, E, n, ab + n * H_v, H_v);
     GDNParams gp{H_k, H_v, dk, dv, d_conv, eps, L.ssm_a.data(), L.ssm_dt.data(), L.ssm_conv.data(), L.ssm_norm.data()};
     for (int r = 0; r < n;) {
       int e = r;
@@ -254,8 +252,8 @@ class Qwen35Model : public Model {
     if (!is_moe) {
       float* g = Scratch::ensure(s.c, n * n_ff);
       float* u = Scratch::ensure(s.d, n * n_ff);
-      matmul(tp, L.ffn_gate, xn, E, n, g, n_ff);
-      matmul(tp, L.ffn_up, xn, E, n, u, n_ff);
+      const MatmulOut gu[2] = {{&L.ffn_gate, g, n_ff}, {&L.ffn_up, u, n_ff}};
+      matmul_multi(tp, gu, 2, xn, E, n);
       for (int r = 0; r < n; r++) swiglu_row(g + r * n_ff, u + r * n_ff, g + r * n_ff, (int)n_ff);
       matmul(tp, L.ffn_down, g, n_ff, n, out, E);
       return;
@@ -264,8 +262,8 @@ class Qwen35Model : public Model {
     float* g = Scratch::ensure(s.c, n * n_ff_shexp);
     float* u = Scratch::ensure(s.d, n * n_ff_shexp);
     float* d = Scratch::ensure(s.e, n * E);
-    matmul(tp, L.shexp_gate, xn, E, n, g, n_ff_shexp);
-    matmul(tp, L.shexp_up, xn, E, n, u, n_ff_shexp);
+    const MatmulOut gu[2] = {{&L.shexp_gate, g, n_ff_shexp}, {&L.shexp_up, u, n_ff_shexp}};
+    matmul_multi(tp, gu, 2, xn, E, n);
     for (int r = 0; r < n; r++) swiglu_row(g + r * n_ff_shexp, u + r * n_ff_shexp, g + r * n_ff_shexp, (int)n_ff_shexp);
     matmul(tp, L.shexp_down, g, n_ff_shexp, n, d, E);
     for (int r = 0; r < n; r++) {

@@ -23,6 +23,12 @@ With --bw, the read bandwidth is measured for each -t (a multithreaded read of a
 t_excess_us = 1e6 / t/s - bytes per token / bandwidth: the time per token that reading the weights at the
 measured bandwidth does not explain (compute-bound kernels, KV/state traffic, per-op dispatch and
 synchronisation, Python).
+
+Dispatches per token (pyllm's addition): the thread-pool dispatches (one wake-up of the workers and one barrier
+each) of a sample's forwards, per token, averaged over the samples; 0 at -t 1, where every op runs on the calling
+thread. dispatch_us_per_token: the time per token the calling thread spent in those dispatches waiting for the
+workers after its own share (their wake-up, uneven shares, and on a machine where other processes hold the
+cores, scheduler time slices), measured inside the timed samples.
 """
 from __future__ import annotations
 
@@ -186,6 +192,7 @@ class PyllmRunner:
         self.info: Dict = {}
         self.weights: Optional[WeightModel] = None
         self.rng = random.Random(1)  # llama-bench's std::rand() is unseeded: a fixed sequence as well
+        self.last_dispatches = (0, 0)  # the last sample's thread-pool dispatches and wait ns
 
     def load(self, path: str, use_mmap: Optional[int] = None):
         if (path, use_mmap) == (self.path, self.use_mmap):
@@ -252,10 +259,13 @@ class PyllmRunner:
             self._eval_all(ctx, self._prompt_batches(inst.n_depth, inst.n_batch, inst.n_ubatch), "depth")
         pp = self._prompt_batches(inst.n_prompt, inst.n_batch, inst.n_ubatch) if inst.n_prompt else []
         tg = [[t] for t in self._tokens(inst.n_gen, True)]
+        d0, w0 = ctx.n_dispatches(), ctx.dispatch_wait_ns()
         t0 = time.perf_counter_ns()
         self._eval_all(ctx, pp, "prompt")
         self._eval_all(ctx, tg, "generation")
-        return time.perf_counter_ns() - t0
+        t = time.perf_counter_ns() - t0
+        self.last_dispatches = (ctx.n_dispatches() - d0, ctx.dispatch_wait_ns() - w0)
+        return t
 
     def warmup(self, ctx, inst: Instance):
         ctx.seq_clear(0)
@@ -334,7 +344,7 @@ def timing_fields(samples_ns: List[int], n_tokens: int, prefix: str = "") -> dic
 
 
 def make_row(inst: Instance, info: dict, samples_ns: List[int], bytes_per_tok: float, bw: Optional[float],
-             vs_objs: Optional[List[dict]], test_time: str) -> dict:
+             vs_objs: Optional[List[dict]], test_time: str, dispatches: Optional[List[tuple]] = None) -> dict:
     n_tok = inst.n_prompt + inst.n_gen
     row = {"build_commit": _build(), "build_number": 0, "cpu_info": cpu_info(), "gpu_info": "", "backends": "CPU",
            **info, "n_batch": inst.n_batch, "n_ubatch": inst.n_ubatch, "n_threads": inst.n_threads,
@@ -344,6 +354,9 @@ def make_row(inst: Instance, info: dict, samples_ns: List[int], bytes_per_tok: f
     row["test"] = inst.name
     row["weight_bytes_per_token"] = int(round(bytes_per_tok))
     row["weight_gbps"] = bytes_per_tok * row["avg_ts"] / 1e9
+    if dispatches and n_tok:
+        row["dispatches_per_token"] = avg([d for d, _ in dispatches]) / n_tok
+        row["dispatch_us_per_token"] = avg([w for _, w in dispatches]) / n_tok / 1e3
     if bw:
         row["read_bw_gbps"] = bw / 1e9
         row["read_bw_share"] = row["weight_gbps"] / row["read_bw_gbps"]
@@ -394,16 +407,17 @@ def run(params: BenchParams, out=None, err=None) -> int:
         if not params.no_warmup:
             progress(i, "warmup run")
             runner.warmup(ctx, inst)
-        samples, vs_objs = [], []
+        samples, vs_objs, dispatches = [], [], []
         for r in range(params.reps):
             progress(i, f"pyllm run {r + 1}/{params.reps}")
             samples.append(runner.sample(ctx, inst))
+            dispatches.append(runner.last_dispatches)
             if vs is not None:
                 progress(i, f"llama-bench run {r + 1}/{params.reps}")
                 vs_objs.append(vs.sample(inst))
         del ctx
         row = make_row(inst, runner.info, samples, runner.weights.per_token(inst), bws.get(inst.n_threads),
-                       vs_objs or None, test_time)
+                       vs_objs or None, test_time, dispatches)
         for p in printers:
             p.row(row)
     for p in printers:

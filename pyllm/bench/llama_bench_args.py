@@ -82,7 +82,9 @@ pyllm additions:
 
 Columns beyond llama-bench's: the weight bytes one token reads (decode: every weight tensor but token_embd,
 unless it is also the output matrix, and the MTP layer; MoE: only n_expert_used of n_expert experts;
-prompt: weights read once per ubatch, shared by its tokens) and the GB/s that implies at the measured t/s.
+prompt: weights read once per ubatch, shared by its tokens) and the GB/s that implies at the measured t/s;
+dispatch/tok: the thread-pool dispatches per token (0 at -t 1) and, in brackets, the time per token the calling
+thread waited in them for the workers (json/csv: dispatches_per_token, dispatch_us_per_token).
 
 Multiple values can be given for each parameter by separating them with ','
 or by specifying the parameter multiple times. Ranges can be given as

@@ -1,5 +1,6 @@
 """`pyllm bench` printers: llama-bench's md / csv / json / jsonl / sql formats and field names, plus pyllm's
-columns (weight bytes per token, the GB/s they imply, read bandwidth, and the llama.cpp ratio with --vs).
+columns (weight bytes per token, the GB/s they imply, thread-pool dispatches per token and their cost, read
+bandwidth, and the llama.cpp ratio with --vs).
 
 A result row is a dict holding llama-bench's fields (FIELDS, in its order; the ones for flags pyllm does not
 have are left out) followed by the additions (EXTRA_FIELDS, present when measured). Rows are printed as each
@@ -18,13 +19,15 @@ FIELDS = ["build_commit", "build_number", "cpu_info", "gpu_info", "backends", "m
           "use_mmap", "n_prompt", "n_gen", "n_depth", "test_time", "avg_ns", "stddev_ns", "avg_ts", "stddev_ts"]
 SAMPLES = ["samples_ns", "samples_ts"]
 # pyllm's additions (see llama_bench.py for their definitions)
-EXTRA_FIELDS = ["weight_bytes_per_token", "weight_gbps", "read_bw_gbps", "read_bw_share", "t_excess_us",
+EXTRA_FIELDS = ["weight_bytes_per_token", "weight_gbps", "dispatches_per_token", "dispatch_us_per_token",
+                "read_bw_gbps", "read_bw_share", "t_excess_us",
                 "llamacpp_model_type", "llamacpp_avg_ns", "llamacpp_stddev_ns", "llamacpp_avg_ts",
                 "llamacpp_stddev_ts", "llamacpp_samples_ns", "llamacpp_samples_ts", "ratio"]
 INT_FIELDS = {"build_number", "model_size", "model_n_params", "n_batch", "n_ubatch", "n_threads", "n_gpu_layers",
               "n_prompt", "n_gen", "n_depth", "avg_ns", "stddev_ns", "weight_bytes_per_token", "llamacpp_avg_ns",
               "llamacpp_stddev_ns"}
-FLOAT_FIELDS = {"avg_ts", "stddev_ts", "weight_gbps", "read_bw_gbps", "read_bw_share", "t_excess_us",
+FLOAT_FIELDS = {"avg_ts", "stddev_ts", "weight_gbps", "dispatches_per_token", "dispatch_us_per_token",
+                "read_bw_gbps", "read_bw_share", "t_excess_us",
                 "llamacpp_avg_ts", "llamacpp_stddev_ts", "ratio"}
 
 
@@ -138,7 +141,7 @@ class MarkdownPrinter(Printer):
     defaults, test, t/s; then pyllm's columns."""
 
     WIDTHS = {"model": -30, "size": 10, "params": 10, "backend": -10, "n_threads": 7, "n_batch": 7, "n_ubatch": 8,
-              "type_k": 6, "type_v": 6, "use_mmap": 4, "test": 15, "t/s": 20, "weights/tok": 11, "GB/s": 8, "bw %": 5,
+              "type_k": 6, "type_v": 6, "use_mmap": 4, "test": 15, "t/s": 20, "weights/tok": 11, "GB/s": 8, "dispatch/tok": 16, "bw %": 5,
               "llama.cpp t/s": 20, "ratio": 6}
     NAMES = {"n_threads": "threads", "use_mmap": "mmap"}
 
@@ -156,7 +159,7 @@ class MarkdownPrinter(Printer):
         self.cols += [f for f in ("n_batch", "n_ubatch", "type_k", "type_v") if not params.is_default(f)]
         if params.use_mmap:
             self.cols.append("use_mmap")
-        self.cols += ["test", "t/s", "weights/tok", "GB/s"]
+        self.cols += ["test", "t/s", "weights/tok", "GB/s", "dispatch/tok"]
         if params.bw:
             self.cols.append("bw %")
         if params.vs:
@@ -187,6 +190,10 @@ class MarkdownPrinter(Printer):
             return fmt_size(int(r["weight_bytes_per_token"]))
         if c == "GB/s":
             return f"{r['weight_gbps']:.2f}"
+        if c == "dispatch/tok":  # count (the caller's wait in them)
+            if r.get("dispatches_per_token") is None:
+                return "-"
+            return f"{r['dispatches_per_token']:.0f} ({r['dispatch_us_per_token']:.0f} us)"
         if c == "bw %":
             return f"{100 * r['read_bw_share']:.0f}" if r.get("read_bw_share") is not None else "-"
         if c == "llama.cpp t/s":

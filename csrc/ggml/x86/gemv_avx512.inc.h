@@ -1,111 +1,130 @@
 // Decode (one activation row) at the AVX-512 level, included by quants_avx512.cpp after the prefill tiles
-// (it uses their T_* loaders). A 32-element-block dot is bound by its accumulator's fma latency, one fma per
-// block in a fixed order; vec_dot_rows runs NR <= 4 weight rows against the same activation row so NR such
-// chains overlap. Each row keeps dot_*_512's integers (per block pair: dpbusd, here of w + 128 from the
-// activation pair's -128 * lane sums: exact) and its float chain (block i, then i + 1, same products, same
-// odd-block tail and hsum8), so each row's bits are vec_dot's.
-
-static inline uint32_t fp16_bits(half h) { uint16_t u; std::memcpy(&u, &h, 2); return u; }
-
-template <class T, int NR>
-static void gemv_signed_512(int n, float* s, const void* vx, size_t bx, const void* vy) {
-  const block_q8_0* y = (const block_q8_0*)vy;
+// (it uses their T_* loaders). vec_dot_rows runs NR <= 4 weight rows against the same activation row so
+// NR fma chains overlap. Everything here is 256-bit: with a 512-bit op in flight the core shuts port 1's
+// vector unit, and this loop is bound by vector uops, not by the chains (measured: Q4_1 12 -> 21 GMAC/s
+// in cache, see the commit). Per (row, block) the integers are vec_dot's (dpbusd of the unsigned weights
+// T::load, signed types starting from y's -128 * lane sums: exact) and so is the float chain
+// acc = fma(float(p), dx * dy, acc), block after block, with Q4_1/Q5_1's min term m * s on its own chain
+// (lane r of one xmm is row r's chain: the same scalar fma), and the same hsum8: each row's bits are
+// vec_dot's. The scale products of a segment of blocks are made ahead of its dot loop, 4 rows x 2 blocks
+// per gather of the blocks' first words (d, and m where there is one) and one conversion, and enter the
+// fmas as memory broadcasts.
+template <class T, bool UNS, int NR>
+static void gemv_rows_256(int n, float* s, const void* vx, size_t bx, const void* vy) {
+  typedef typename T::B XB;
+  typedef typename std::conditional<UNS, block_q8_1, block_q8_0>::type YB;
+  const YB* y = (const YB*)vy;
+  const uint8_t* x0 = (const uint8_t*)vx;
   const int nb = n / 32;
-  const typename T::B* x[NR];
+  constexpr int SEG = 16;  // blocks per segment (measured: 16 and 32 beat 64 and 8)
+  alignas(32) float sc[SEG * 4 + 8], mx[UNS ? SEG * 4 + 8 : 8], dy4[SEG * 4 + 32], sy[SEG + 8];
   __m256 acc[NR];
-  for (int r = 0; r < NR; r++) { x[r] = (const typename T::B*)((const uint8_t*)vx + r * bx); acc[r] = _mm256_setzero_ps(); }
-  const __m512i c128 = _mm512_set1_epi8((char)0x80);
-  int i = 0;
-  for (; i + 2 <= nb; i += 2) {
-    const __m512i yq = pair512(_mm256_loadu_si256((const __m256i*)y[i].qs), _mm256_loadu_si256((const __m256i*)y[i + 1].qs));
-    const __m512i nc = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), c128, yq));
-    // the pair's two scale products dx * dy in one conversion and one mul (lanes 0, 1: the scalar products' bits)
-    const __m128 dyv = _mm_cvtph_ps(_mm_cvtsi32_si128((int)(fp16_bits(y[i].d) | (uint32_t)fp16_bits(y[i + 1].d) << 16)));
-    for (int r = 0; r < NR; r++) {
-      const __m512i w = pair512(T::load(x[r][i]), T::load(x[r][i + 1]));
-      const __m512 pf = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(nc, w, yq));
-      const __m128 dxv = _mm_cvtph_ps(_mm_cvtsi32_si128((int)(fp16_bits(x[r][i].d) | (uint32_t)fp16_bits(x[r][i + 1].d) << 16)));
-      const __m128 sc = _mm_mul_ps(dxv, dyv);
-      acc[r] = _mm256_fmadd_ps(_mm512_castps512_ps256(pf), _mm256_broadcastss_ps(sc), acc[r]);
-      acc[r] = _mm256_fmadd_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(pf), 1)),
-                               _mm256_broadcastss_ps(_mm_movehdup_ps(sc)), acc[r]);
+  for (int r = 0; r < NR; r++) acc[r] = _mm256_setzero_ps();
+  __m128 accm = _mm_setzero_ps();
+  const __m256i zero = _mm256_setzero_si256();
+  // word p of an x gather: block p / 4 of the pair, row p % 4 (rows past NR repeat the last one)
+  alignas(32) int off[8];
+  for (int p = 0; p < 8; p++) off[p] = (int)((p / 4) * sizeof(XB) + (size_t)std::min(p % 4, NR - 1) * bx);
+  const __m256i xidx = _mm256_load_si256((const __m256i*)off);
+  const __m256i yidx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)sizeof(YB)));
+  const __m256i c128 = _mm256_set1_epi8((char)0x80);
+  for (int i0 = 0; i0 < nb; i0 += SEG) {
+    const int ns = std::min(SEG, nb - i0);
+    // y's d (and s): 8 blocks per gather; dy4[4 j + r] = dy of block j (for the 4 rows)
+    for (int j = 0; j < ns; j += 8) {
+      const __mmask8 m = ns - j >= 8 ? (__mmask8)0xFF : (__mmask8)((1u << (ns - j)) - 1);
+      const __m256i w = _mm256_mmask_i32gather_epi32(zero, m, yidx, (const void*)(y + i0 + j), 1);
+      const __m256 d = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(w));
+      if (UNS) _mm256_store_ps(sy + j, _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(w, 16))));
+      for (int q = 0; q < 4; q++) {
+        const __m256i sel = _mm256_setr_epi32(2 * q, 2 * q, 2 * q, 2 * q, 2 * q + 1, 2 * q + 1, 2 * q + 1, 2 * q + 1);
+        _mm256_store_ps(dy4 + 4 * (j + 2 * q), _mm256_permutevar8x32_ps(d, sel));
+      }
+    }
+    // sc[4 j + r] = dx * dy of row r's block j; mx[4 j + r] = its m
+    for (int j = 0; j < ns; j += 2) {
+      const __mmask8 m = j + 1 < ns ? (__mmask8)0xFF : (__mmask8)0x0F;
+      const __m256i w = _mm256_mmask_i32gather_epi32(zero, m, xidx, (const void*)(x0 + (size_t)(i0 + j) * sizeof(XB)), 1);
+      _mm256_store_ps(sc + 4 * j, _mm256_mul_ps(_mm256_cvtph_ps(_mm256_cvtepi32_epi16(w)), _mm256_load_ps(dy4 + 4 * j)));
+      if (UNS) _mm256_store_ps(mx + 4 * j, _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(w, 16))));
+    }
+    const XB* xr[NR];
+    for (int r = 0; r < NR; r++) xr[r] = (const XB*)(x0 + r * bx) + i0;
+    for (int j = 0; j < ns; j++) {
+      const __m256i yq = _mm256_loadu_si256((const __m256i*)y[i0 + j].qs);
+      const __m256i init = UNS ? zero : _mm256_sub_epi32(zero, _mm256_dpbusd_epi32(zero, c128, yq));
+      for (int r = 0; r < NR; r++) {
+        const __m256i p = _mm256_dpbusd_epi32(init, T::load(xr[r][j]), yq);
+        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_broadcast_ss(sc + 4 * j + r), acc[r]);
+      }
+      if (UNS) accm = _mm_fmadd_ps(_mm_load_ps(mx + 4 * j), _mm_broadcast_ss(sy + j), accm);
     }
   }
-  if (i < nb) {  // odd block count: dot_signed_q8_0's 256-bit body
-    const __m256i yq = _mm256_loadu_si256((const __m256i*)y[i].qs);
-    const __m256i nc = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm512_castsi512_si256(c128), yq));
-    const float dy = h2f(y[i].d);
-    for (int r = 0; r < NR; r++) {
-      const __m256i p = _mm256_dpbusd_epi32(nc, T::load(x[r][i]), yq);
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(h2f(x[r][i].d) * dy), acc[r]);
-    }
-  }
-  for (int r = 0; r < NR; r++) s[r] = hsum8(acc[r]);
+  alignas(16) float m4[4];
+  _mm_store_ps(m4, accm);
+  for (int r = 0; r < NR; r++) s[r] = UNS ? hsum8(acc[r]) + m4[r] : hsum8(acc[r]);
 }
 
-// dot_unsigned_q8_1_512 row by row: dpbusd of the unsigned weights and y, its fma chain, and the min term
-// m * s as a chain on lane 0 (the reference's other lanes stay 0).
-template <class T, int NR>
-static void gemv_unsigned_512(int n, float* s, const void* vx, size_t bx, const void* vy) {
-  const block_q8_1* y = (const block_q8_1*)vy;
-  const int nb = n / 32;
-  const typename T::B* x[NR];
-  __m256 acc[NR];
-  __m128 accm[NR];
-  for (int r = 0; r < NR; r++) {
-    x[r] = (const typename T::B*)((const uint8_t*)vx + r * bx);
-    acc[r] = _mm256_setzero_ps(); accm[r] = _mm_setzero_ps();
-  }
-  int i = 0;
-  for (; i + 2 <= nb; i += 2) {
-    const __m512i yq = pair512(_mm256_loadu_si256((const __m256i*)y[i].qs), _mm256_loadu_si256((const __m256i*)y[i + 1].qs));
-    // y's scales of the pair [dy0, 0, dy1, 0] and sums; each row's [d0, m0, d1, m1] in one conversion, its two
-    // scale products dx * dy in one mul (lanes 0 and 2: the scalar products' bits)
-    const __m128 dyv = _mm_setr_ps(h2f(y[i].d), 0.f, h2f(y[i + 1].d), 0.f);
-    const __m128 s0 = _mm_set_ss(h2f(y[i].s)), s1 = _mm_set_ss(h2f(y[i + 1].s));
-    for (int r = 0; r < NR; r++) {
-      const __m512i w = pair512(T::load(x[r][i]), T::load(x[r][i + 1]));
-      const __m512 pf = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), w, yq));
-      uint32_t dm0, dm1;  // d and m are the blocks' first 4 bytes (block_q4_1 / block_q5_1)
-      std::memcpy(&dm0, &x[r][i], 4); std::memcpy(&dm1, &x[r][i + 1], 4);
-      const __m128 dm = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)(((uint64_t)dm1 << 32) | dm0)));
-      const __m128 sc = _mm_mul_ps(dm, dyv);
-      acc[r] = _mm256_fmadd_ps(_mm512_castps512_ps256(pf), _mm256_broadcastss_ps(sc), acc[r]);
-      accm[r] = _mm_fmadd_ss(_mm_movehdup_ps(dm), s0, accm[r]);  // lane 0 only is the chain
-      acc[r] = _mm256_fmadd_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(pf), 1)),
-                               _mm256_broadcastss_ps(_mm_movehl_ps(sc, sc)), acc[r]);
-      accm[r] = _mm_fmadd_ss(_mm_shuffle_ps(dm, dm, 3), s1, accm[r]);
-    }
-  }
-  if (i < nb) {
-    const __m256i yq = _mm256_loadu_si256((const __m256i*)y[i].qs);
-    const float dy = h2f(y[i].d);
-    const __m128 s0 = _mm_set_ss(h2f(y[i].s));
-    for (int r = 0; r < NR; r++) {
-      const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), T::load(x[r][i]), yq);
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(h2f(x[r][i].d) * dy), acc[r]);
-      accm[r] = _mm_fmadd_ss(_mm_set_ss(h2f(x[r][i].m)), s0, accm[r]);
-    }
-  }
-  for (int r = 0; r < NR; r++) s[r] = hsum8(acc[r]) + _mm_cvtss_f32(accm[r]);
-}
-
-#define PYLLM_GEMV_ROWS(NAME, BODY)                                                         \
+#define PYLLM_GEMV_ROWS(NAME, UNS)                                                          \
   template <class T>                                                                        \
   static void NAME(int n, float* s, const void* vx, size_t bx, const void* vy, int nr) {    \
     switch (nr) {                                                                           \
-      case 1: BODY<T, 1>(n, s, vx, bx, vy); break;                                          \
-      case 2: BODY<T, 2>(n, s, vx, bx, vy); break;                                          \
-      case 3: BODY<T, 3>(n, s, vx, bx, vy); break;                                          \
-      case 4: BODY<T, 4>(n, s, vx, bx, vy); break;                                          \
+      case 1: gemv_rows_256<T, UNS, 1>(n, s, vx, bx, vy); break;                            \
+      case 2: gemv_rows_256<T, UNS, 2>(n, s, vx, bx, vy); break;                            \
+      case 3: gemv_rows_256<T, UNS, 3>(n, s, vx, bx, vy); break;                            \
+      case 4: gemv_rows_256<T, UNS, 4>(n, s, vx, bx, vy); break;                            \
       default: __builtin_trap(); /* callers pass at most kMaxWeightRows */                  \
     }                                                                                       \
   }
-PYLLM_GEMV_ROWS(rows_signed, gemv_signed_512)
-PYLLM_GEMV_ROWS(rows_unsigned, gemv_unsigned_512)
+PYLLM_GEMV_ROWS(rows_signed, false)
+PYLLM_GEMV_ROWS(rows_unsigned, true)
 #undef PYLLM_GEMV_ROWS
 
+// Repacked Q4_K (dot_q4_K_rp's arithmetic), NR <= 4 weight rows against one activation row: per row
+// the super-block's integer totals (sums and mins . bsums, reduced through rowsum4: exact in any order)
+// are dot_q4_K_rp_512_rows', and float lane r does its scalar fma(is, d * y.d, acc),
+// fma(imin, dmin * y.d, accm), acc - accm for row r, so each row's bits are vec_dot_rp's. One call per
+// 4 rows instead of one per row, and one reduction tree for the 4.
+template <int NR>
+static void gemv_q4_K_rp(int n, float* s, const void* vx, size_t bx, const void* vy) {
+  const block_q8_K* y = (const block_q8_K*)vy;
+  __m128 acc = _mm_setzero_ps(), accm = _mm_setzero_ps();
+  Q45Block b;
+  for (int i = 0; i < n / QK_K; i++) {
+    __m512i z[4];
+    __m256i g[4];
+    alignas(16) float d[4] = {0.f, 0.f, 0.f, 0.f}, dmin[4] = {0.f, 0.f, 0.f, 0.f};
+    const __m256i bs = _mm256_loadu_si256((const __m256i*)y[i].bsums);
+    for (int r = 0; r < 4; r++) {
+      if (r < NR) {
+        load_q45_block<false>((const uint8_t*)vx + r * bx, i, b);
+        z[r] = q45_isum(b, y + i);
+        g[r] = _mm256_madd_epi16(b.mins16x2, bs);
+        d[r] = b.d; dmin[r] = b.dmin;
+      } else {
+        z[r] = _mm512_setzero_si512(); g[r] = _mm256_setzero_si256();
+      }
+    }
+    const __m128 yd = _mm_set1_ps(y[i].d);
+    acc = _mm_fmadd_ps(_mm_cvtepi32_ps(rowsum4_512(z)), _mm_mul_ps(_mm_load_ps(d), yd), acc);
+    accm = _mm_fmadd_ps(_mm_cvtepi32_ps(rowsum4_256(g)), _mm_mul_ps(_mm_load_ps(dmin), yd), accm);
+  }
+  alignas(16) float o[4];
+  _mm_store_ps(o, _mm_sub_ps(acc, accm));
+  for (int r = 0; r < NR; r++) s[r] = o[r];
+}
+static void rows_q4_K_rp(int n, float* s, const void* vx, size_t bx, const void* vy, int nr) {
+  switch (nr) {
+    case 1: gemv_q4_K_rp<1>(n, s, vx, bx, vy); break;
+    case 2: gemv_q4_K_rp<2>(n, s, vx, bx, vy); break;
+    case 3: gemv_q4_K_rp<3>(n, s, vx, bx, vy); break;
+    case 4: gemv_q4_K_rp<4>(n, s, vx, bx, vy); break;
+    default: __builtin_trap();
+  }
+}
+
 static void install_gemv_rows(type_traits* t) {
+  t[GGML_TYPE_Q4_K].vec_dot_rp_rows = rows_q4_K_rp;
   t[GGML_TYPE_Q8_0].vec_dot_rows = rows_signed<T_q8_0>;
   t[GGML_TYPE_Q4_0].vec_dot_rows = rows_signed<T_q4_0>;
   t[GGML_TYPE_Q5_0].vec_dot_rows = rows_signed<T_q5_0>;

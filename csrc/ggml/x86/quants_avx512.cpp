@@ -3,6 +3,7 @@
 // vec_dot_k (one weight row, k <= 8 activation rows) comes with every quantized kernel (both levels).
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 

@@ -36,10 +36,10 @@ __attribute__((always_inline)) static inline int hsum8i(__m256i v) {
 }
 
 // 16 packed nibbles -> 32 bytes: low nibbles (elements 0..15) then high nibbles (16..31).
+// (a broadcast load, one variable shift of the upper half, one and: no lane-crossing insert)
 static inline __m256i unpack_nibbles16(const uint8_t* p) {
-  const __m128i q = _mm_loadu_si128((const __m128i*)p);
-  const __m128i m = _mm_set1_epi8(0x0F);
-  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m), _mm_and_si128(q, m));
+  const __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)p));
+  return _mm256_and_si256(_mm256_srlv_epi64(q, _mm256_setr_epi64x(0, 0, 4, 4)), _mm256_set1_epi8(0x0F));
 }
 
 // 32 bits -> 32 bytes, byte j = 0x10 when bit j is set.
