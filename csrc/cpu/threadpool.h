@@ -1,4 +1,4 @@
-// Persistent worker threads: a parallel_for costs one atomic generation bump and a short spin,
+// Persistent worker threads: a parallel_for costs one atomic command store and a short spin,
 // never a thread creation (a 1 ms decode step issues ~100 of them).
 #pragma once
 #include <atomic>
@@ -23,7 +23,7 @@ class ThreadPool {
   void run_any(const std::function<void(int)>& fn);
   // Splits [0, n) into contiguous chunks over the threads; small n runs inline.
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t min_per_thread = 1);
-  // run() calls that woke the workers (every run() with 2+ threads), and the time the caller spent in
+  // run() / run_any() calls that woke the workers (all of them with 2+ threads), and the time the caller spent in
   // them waiting for the workers after its own share (late wake-ups, preemption, uneven shares): the
   // synchronisation cost as the forward sees it. `pyllm bench` reports both per token.
   uint64_t n_dispatches() const { return n_dispatches_.load(std::memory_order_relaxed); }
