@@ -1,7 +1,8 @@
 // The AMX tile configuration shared by the kernels that use tiles (quants_amx.cpp: decoded rows,
 // amx_kquants.cpp: Q4_K / Q2_K). Each kernel family has its own layout; a thread reloads the
 // configuration only when the family changes (LDTILECFG + TILERELEASE on every call cost more than a
-// small tile's work), and never releases it.
+// small tile's work), and never releases it. This assumes no other library configures tiles on our
+// threads (the pool's workers, or the caller's thread between two of our kernels).
 #pragma once
 #include <cstdint>
 
