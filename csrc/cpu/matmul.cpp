@@ -326,6 +326,7 @@ static MmPath choose_path(const Weight& W, const QuantActs& qa) {
 // The activation panels a path reads (none for Rows); tp null: packed on this thread.
 static void pack_for(MmPath path, ThreadPool* tp, const QuantActs& qa, Panels& P) {
   const auto& vt = get_type_traits(qa.type);
+  if (path == MmPath::Amx || path == MmPath::DecTiles) amx_new_epoch();
   switch (path) {
     case MmPath::Tiles: pack_into(tp, qa, P, kGemmCols, vt.gemm_pack, vt.gemm_panel_bytes(qa.K), 8); break;
     case MmPath::DecTiles: pack_into(tp, qa, P, kDecTileCols, vt.dec_panel_pack, vt.dec_panel_bytes(qa.K), 4); break;
@@ -432,6 +433,7 @@ void matmul_q_st(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy, in
   if (use_amx(W, qa) && n1 - n0 >= kAmxRows) {  // an expert's routed rows: 16-row tiles, each thread packs its own panels
     thread_local Panels tl_panels;
     Panels& P = tl_panels;
+    amx_new_epoch();
     pack_amx(nullptr, qa, P);
     for (; r + kAmxRows <= n1; r += kAmxRows) mm_rows_amx(W, qa, P, Y, ldy, r);
   }

@@ -126,6 +126,7 @@ void quants_override_avx2(type_traits* table);
 void quants_override_avx512(type_traits* table);
 void quants_override_amx(type_traits* table);  // on top of avx512
 bool amx_usable();  // the CPU has AMX-INT8 and the OS grants this process the tile state
+void amx_new_epoch();  // before a matmul that uses tiles: each thread reloads its tile configuration once
 void install_amx_kquants(type_traits* table);  // its Q4_K / Q2_K tiles (x86/amx_kquants.cpp)
 
 }  // namespace pyllm

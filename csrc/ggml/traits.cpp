@@ -197,6 +197,7 @@ static void apply_level(simd_t lv) {
 
 #if !defined(PYLLM_X86)
 bool amx_usable() { return false; }
+void amx_new_epoch() {}
 #endif
 
 static struct TableInit { TableInit() { init_table(); apply_level(best_supported()); } } table_init;

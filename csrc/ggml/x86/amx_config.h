@@ -1,9 +1,11 @@
 // The AMX tile configuration shared by the kernels that use tiles (quants_amx.cpp: decoded rows,
 // amx_kquants.cpp: Q4_K / Q2_K). Each kernel family has its own layout; a thread reloads the
 // configuration only when the family changes (LDTILECFG + TILERELEASE on every call cost more than a
-// small tile's work), and never releases it. This assumes no other library configures tiles on our
-// threads (the pool's workers, or the caller's thread between two of our kernels).
+// small tile's work), and never releases it. Every matmul that uses tiles starts a new epoch
+// (amx_new_epoch), so each thread reloads once per matmul: another library's tiles on the same thread
+// between two matmuls cannot leave a stale configuration behind.
 #pragma once
+#include <atomic>
 #include <cstdint>
 
 namespace pyllm {
@@ -16,11 +18,19 @@ struct alignas(64) AmxTileConfig {
   uint8_t rows[16] = {};
 };
 
+inline std::atomic<unsigned>& amx_epoch() {
+  static std::atomic<unsigned> e{0};
+  return e;
+}
+
 inline void amx_use_config(int family, const AmxTileConfig& cfg) {
   thread_local int current = -1;
-  if (current == family) return;
+  thread_local unsigned epoch = ~0u;
+  const unsigned e = amx_epoch().load(std::memory_order_relaxed);
+  if (current == family && epoch == e) return;
   __asm__ volatile("ldtilecfg %0" : : "m"(cfg) : "memory");  // (GCC 12's _tile_loadconfig lets the stores to cfg be dropped)
   current = family;
+  epoch = e;
 }
 
 }  // namespace pyllm

@@ -184,6 +184,8 @@ void dec_tile(int64_t K, const void* tile, const void* panel, float* C, size_t l
 
 }  // namespace
 
+void amx_new_epoch() { amx_epoch().fetch_add(1, std::memory_order_relaxed); }
+
 bool amx_usable() {
   static const bool ok = [] {
     if (const char* e = std::getenv("PYLLM_AMX"); e && *e == '0') return false;  // the amx level off (tests, users)
