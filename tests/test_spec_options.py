@@ -248,6 +248,24 @@ def test_auto_policy_choices():
         e.choose(5)
 
 
+def _drive(a, n_steps, accepted, verify_ms, draft_ms=None):
+    """Steps one sequence (0) of the policy `a` n_steps times with synthetic timings: a drafted step of k tokens
+    accepts accepted(step) and costs base + row * (k + 1) ms (verify_ms = (base, row)), plus draft_ms * k for
+    the drafts when given; a plain step costs 1 ms. Returns the chosen draft lengths."""
+    chosen = []
+    for step in range(n_steps):
+        k = a.choose(0)
+        chosen.append(k)
+        if k:
+            a.observe_accept(0, k, accepted(step))
+            a.observe_step(k + 1, 1, verify_ms[0] + verify_ms[1] * (k + 1))
+            if draft_ms is not None:
+                a.observe_draft(k, draft_ms * k)
+        else:
+            a.observe_step(1, 1, 1.0)
+    return chosen
+
+
 def test_auto_policy_small_model_stays_plain():
     """A small model (the tiny test models): a speculative step has fixed costs (recurrent snapshots, the MTP
     forwards) as large as a plain step, so one accepted draft in two does not pay. The plain step is measured on its
@@ -255,16 +273,8 @@ def test_auto_policy_small_model_stays_plain():
     about 3x too high, and kept drafting), and it probes ever more rarely: at most ~1 draft per idle_probe_max
     steps in the long run."""
     a = _core.AdaptiveDraftLength(1, 3, verify_base_ms=3.0, verify_row_ms=0.3, draft_ms=1.0, plain_ms=1.0)
-    drafted = []
-    for step in range(3000):
-        k = a.choose(0)
-        drafted.append(k)
-        if k:
-            a.observe_accept(0, k, 1 if step % 2 else 0)  # the first draft accepted half the time
-            a.observe_step(k + 1, 1, 3.0 + 0.3 * (k + 1))
-            a.observe_draft(k, 1.0 * k)
-        else:
-            a.observe_step(1, 1, 1.0)
+    # the first draft accepted half the time
+    drafted = _drive(a, 3000, lambda step: 1 if step % 2 else 0, verify_ms=(3.0, 0.3), draft_ms=1.0)
     assert sum(1 for k in drafted[1000:] if k) <= 2000 // a.idle_probe_max + 1, drafted[1000:].count(1)
     assert sum(1 for k in drafted if k) <= 12
 
@@ -274,15 +284,7 @@ def test_auto_policy_measures_plain_steps_first():
     accepted, and a sequence that always drafts never times a plain step: so until 3 plain steps were timed every
     other step is one, and the policy then stops drafting."""
     a = _core.AdaptiveDraftLength(1, 3, verify_base_ms=2.0, verify_row_ms=0.1, draft_ms=0.5, plain_ms=50.0)
-    ks = []
-    for _ in range(64):
-        k = a.choose(0)
-        ks.append(k)
-        if k:
-            a.observe_accept(0, k, 0)
-            a.observe_step(k + 1, 1, 2.0 + 0.1 * (k + 1))
-        else:
-            a.observe_step(1, 1, 1.0)
+    ks = _drive(a, 64, lambda step: 0, verify_ms=(2.0, 0.1))
     assert ks[:6].count(0) >= 3 and a.costs["plain_ms"] < 15 and ks[-24:] == [0] * 24, ks
 
 

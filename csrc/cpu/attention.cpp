@@ -1,7 +1,6 @@
 #include "cpu/attention.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <cmath>
 #include <stdexcept>
@@ -308,10 +307,8 @@ void attention(ThreadPool& tp, Memory& mem, int il, const ForwardIn& in, const f
       for (const FaTask& t : tasks) fa_tiles_run(a, t);
       return;
     }
-    std::atomic<size_t> next{0};  // tasks differ in length (causal rows): taken from a shared counter
-    tp.run([&](int, int) {
-      for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < tasks.size();) fa_tiles_run(a, tasks[i]);
-    });
+    // tasks differ in length (causal rows): taken from a shared counter
+    tp.for_chunks((int64_t)tasks.size(), [&](int64_t i) { fa_tiles_run(a, tasks[i]); });
     return;
   }
   // one task per (row, head), as ggml's kernel: every head reads its kv head's f16 K/V rows

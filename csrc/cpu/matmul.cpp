@@ -1,7 +1,6 @@
 #include "cpu/matmul.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -113,6 +112,12 @@ static inline void row_times_acts(const RowKernels& rk, int K, const uint8_t* wr
   for (; t < t1; t++) rk.one(K, &Y[t * ldy], wr, qa.row(t));
 }
 
+// A thread's scratch of at least `bytes`, 64-byte aligned (decoded rows, AMX weight panels).
+static uint8_t* aligned_scratch(std::vector<uint8_t>& buf, size_t bytes) {
+  if (buf.size() < bytes + 64) buf.resize(bytes + 64);
+  return buf.data() + (64 - (uintptr_t)buf.data() % 64) % 64;
+}
+
 // Prefill for the types whose decode costs more than several dots (dec_row: grid lookups): rows
 // [n0, n1) are decoded once into a thread-local buffer (in L2), then each group of kMaxRowsK tokens
 // meets every decoded row (each decoded block is loaded once per group). vec_dot_dec_k has
@@ -123,9 +128,7 @@ static void mm_rows_decoded(const Weight& W, const QuantActs& qa, float* Y, int6
   const int K = (int)W.ne[0];
   const size_t rb = tr.dec_row_bytes(K);
   thread_local std::vector<uint8_t> buf;
-  const size_t need = (size_t)(n1 - n0) * rb + 64;
-  if (buf.size() < need) buf.resize(need);
-  uint8_t* dec = buf.data() + (64 - (uintptr_t)buf.data() % 64) % 64;
+  uint8_t* dec = aligned_scratch(buf, (size_t)(n1 - n0) * rb);
   for (int64_t r = n0; r < n1; r++) tr.dec_row(K, W.data + r * W.nb1, dec + (r - n0) * rb);
   constexpr int G = kMaxRowsK;  // vs L1-sized groups: no slower at K = 5120, faster at K = 17408 (noisy box)
   float s[kMaxRowsK];
@@ -232,9 +235,8 @@ static void mm_rows_dec_tiles(const Weight& W, const QuantActs& qa, const Panels
   const type_traits& tr = get_type_traits(W.type);
   const int K = (int)W.ne[0];
   thread_local std::vector<uint8_t> dbuf, tbuf;
-  if (dbuf.size() < tr.dec_row_bytes(K) + 64) dbuf.resize(tr.dec_row_bytes(K) + 64);
+  uint8_t* dec = aligned_scratch(dbuf, tr.dec_row_bytes(K));
   if (tbuf.size() < tr.dec_tile_bytes(K)) tbuf.resize(tr.dec_tile_bytes(K));
-  uint8_t* dec = dbuf.data() + (64 - (uintptr_t)dbuf.data() % 64) % 64;
   const int64_t q1 = n0 + (n1 - n0) / kDecTileRows * kDecTileRows;
   for (int64_t r0 = n0; r0 < q1; r0 += kDecTileRows) {
     for (int i = 0; i < kDecTileRows; i++) {
@@ -291,8 +293,7 @@ static void mm_rows_amx(const Weight& W, const QuantActs& qa, const Panels& P, f
   const type_traits& tr = get_type_traits(W.type);
   const int K = (int)W.ne[0];
   thread_local std::vector<uint8_t> wbuf;
-  wbuf.resize(tr.amx_w_bytes(K) + 64);
-  uint8_t* w = wbuf.data() + (64 - (uintptr_t)wbuf.data() % 64) % 64;
+  uint8_t* w = aligned_scratch(wbuf, tr.amx_w_bytes(K));
   tr.amx_dec(K, W.data + r0 * W.nb1, W.nb1, w);
   float c[kAmxCols][kAmxRows];
   for (int p = 0; p < P.n; p++) {
@@ -300,18 +301,6 @@ static void mm_rows_amx(const Weight& W, const QuantActs& qa, const Panels& P, f
     tr.amx_tile(K, w, P.at(p), &c[0][0], kAmxRows, nt);
     for (int j = 0; j < nt; j++) std::memcpy(&Y[(t0 + j) * ldy + r0], c[j], kAmxRows * sizeof(float));
   }
-}
-
-// Chunks [0, n) over the pool's threads, taken from a shared counter: a thread that is descheduled or
-// slowed by its neighbour takes fewer chunks instead of holding up the op, and one that has not started
-// by the time the caller ran out of chunks is not waited for (run_any). Which thread computes a chunk
-// does not change its numbers.
-template <class F>
-static void for_chunks(ThreadPool& tp, int64_t n, const F& fn) {
-  std::atomic<int64_t> next{0};
-  tp.run_any([&](int) {
-    for (int64_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < n;) fn(c);
-  });
 }
 
 // The paths a weight's product can take; each gives every pair the row kernels' bits, so the choice is free.
@@ -381,7 +370,7 @@ void matmul_q(ThreadPool& tp, const Weight& W, const QuantActs& qa, float* Y, in
   pack_for(path, inline_ ? nullptr : &tp, qa, tl_panels);
   const MatmulJob job = plan_job(W, qa, path, &tl_panels, Y, ldy, tp.n_threads());
   if (inline_) for (int64_t c = 0; c < job.n_chunks(); c++) job.run(c);
-  else for_chunks(tp, job.n_chunks(), [&](int64_t c) { job.run(c); });
+  else tp.for_chunks(job.n_chunks(), [&](int64_t c) { job.run(c); });
 }
 
 void matmul_multi(ThreadPool& tp, const MatmulOut* outs, int n_out, const float* X, int64_t ldx, int B) {
@@ -418,25 +407,22 @@ void matmul_multi(ThreadPool& tp, const MatmulOut* outs, int n_out, const float*
     jobs[i].run(c - first[i]);
   };
   if (inline_) for (int64_t c = 0; c < first[n_out]; c++) run(c);
-  else for_chunks(tp, first[n_out], run);
+  else tp.for_chunks(first[n_out], run);
 }
 
 void matmul_q_st(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy, int64_t n0, int64_t n1) {
-  const RowKernels rk = row_kernels(W);
-  const int K = (int)W.ne[0];
-  if (qa.B == 1 && rk.rows) {  // an expert's one token (decode): several weight rows per call, the same bits
-    for (int64_t r = n0; r < n1; r += kMaxWeightRows)
-      rk.rows(K, Y + r, W.data + r * W.nb1, W.nb1, qa.row(0), (int)std::min<int64_t>(kMaxWeightRows, n1 - r));
+  if (qa.B == 1) {  // an expert's one token (decode): mm_rows' decode loop (rows kernels where the type has them)
+    mm_rows(W, qa, Y, ldy, n0, n1);
     return;
   }
   int64_t r = n0;
   if (use_amx(W, qa) && n1 - n0 >= kAmxRows) {  // an expert's routed rows: 16-row tiles, each thread packs its own panels
     thread_local Panels tl_panels;
-    Panels& P = tl_panels;
-    amx_new_epoch();
-    pack_amx(nullptr, qa, P);
-    for (; r + kAmxRows <= n1; r += kAmxRows) mm_rows_amx(W, qa, P, Y, ldy, r);
+    pack_for(MmPath::Amx, nullptr, qa, tl_panels);
+    for (; r + kAmxRows <= n1; r += kAmxRows) mm_rows_amx(W, qa, tl_panels, Y, ldy, r);
   }
+  const RowKernels rk = row_kernels(W);
+  const int K = (int)W.ne[0];
   for (; r < n1; r++) row_times_acts(rk, K, W.data + r * W.nb1, qa, 0, qa.B, Y + r, ldy);
 }
 

@@ -21,6 +21,17 @@ class ThreadPool {
   // returned; a worker that wakes later skips the job, so the caller never waits for a descheduled worker
   // that has not started. For work taken from a shared counter, which any subset of threads completes.
   void run_any(const std::function<void(int)>& fn);
+  // fn(c) for every chunk c in [0, n), taken from a shared counter by the threads of run_any: a thread that
+  // is descheduled or slowed by its neighbour takes fewer chunks instead of holding up the op, and one that
+  // has not started when the caller ran out of chunks is not waited for. Which thread computes a chunk
+  // must not change its numbers.
+  template <class F>
+  void for_chunks(int64_t n, const F& fn) {
+    std::atomic<int64_t> next{0};
+    run_any([&](int) {
+      for (int64_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < n;) fn(c);
+    });
+  }
   // Splits [0, n) into contiguous chunks over the threads; small n runs inline.
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t min_per_thread = 1);
   // run() / run_any() calls that woke the workers (all of them with 2+ threads), and the time the caller spent in

@@ -141,8 +141,7 @@ void tile_config() {
 }
 
 template <class Q>
-void tile_rows(
-    int K, const void* wpanel, const void* apanel, float* C, size_t ldc, int nc) {
+void tile_rows(int K, const void* wpanel, const void* apanel, float* C, size_t ldc, int nc) {
   constexpr int NP = Q::NP, NM = Q::NM, P0 = NM == 4 ? 0 : 4;  // which activation pairs the mins use
   const int nb = K / QK_K;
   const uint8_t* wq = (const uint8_t*)wpanel;
