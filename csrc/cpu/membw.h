@@ -5,7 +5,8 @@
 namespace pyllm {
 
 // n_threads threads each read their contiguous share of a `bytes` buffer (first touched by the same thread, so
-// pages sit on its NUMA node), `passes` times; returns the best pass in bytes per second.
+// pages sit on its NUMA node), `passes` times per read pattern (streams side by side, software prefetch or
+// not); returns the best pass in bytes per second.
 double read_bandwidth(int n_threads, size_t bytes, int passes);
 
 }  // namespace pyllm

@@ -19,7 +19,8 @@ the plain model). Expert tensors (*_exps) count n_expert_used / n_expert of thei
 ubatch of n tokens is assumed to touch n_expert * (1 - (1 - used/n_expert)^n) distinct experts (uniform
 routing). A pp test spreads each ubatch's weight reads over its tokens. GB/s = bytes per token * t/s.
 With --bw, the read bandwidth is measured for each -t (a multithreaded read of a buffer of max(1 GiB,
-4 x the last-level cache), best of 5 passes), and each row shows GB/s as a share of it and
+4 x the last-level cache), best of 5 passes in each of four read patterns: one stream or four side by side,
+with and without software prefetch, as the decode kernels read), and each row shows GB/s as a share of it and
 t_excess_us = 1e6 / t/s - bytes per token / bandwidth: the time per token that reading the weights at the
 measured bandwidth does not explain (compute-bound kernels, KV/state traffic, per-op dispatch and
 synchronisation, Python).
@@ -385,7 +386,7 @@ def run(params: BenchParams, out=None, err=None) -> int:
         nbytes = bw_buffer_bytes()
         for nt in dict.fromkeys(params.n_threads):
             bws[nt] = read_bandwidth(nt, nbytes)
-            notes.append(f"read bandwidth: {bws[nt] / 1e9:.2f} GB/s with -t {nt} (best of 5 reads of "
+            notes.append(f"read bandwidth: {bws[nt] / 1e9:.2f} GB/s with -t {nt} (best of 5 reads x 4 patterns of "
                          f"{nbytes / 1024 ** 3:.2f} GiB; last-level cache {llc_bytes() / 1024 ** 2:.0f} MiB)")
     printers = [p for p in (make_printer(params.output, out, _build()), make_printer(params.output_err, err, _build()))
                 if p is not None]
