@@ -9,16 +9,6 @@
 // vec_dot's. The scale products of a segment of blocks are made ahead of its dot loop, 4 rows x 2 blocks
 // per gather of the blocks' first words (d, and m where there is one) and one conversion, and enter the
 // fmas as memory broadcasts.
-// Weight rows stream from memory at decode, and without software prefetch the loads and the arithmetic
-// hardly overlap. Each rows kernel prefetches, for block j of each of its NR rows, block j of the row NR
-// further on (the next call's), while the group is short enough that those lines stay in L1; else the
-// same row kPfBytes ahead. Measured: Q4_K gemv over 377 MB, 12 -> 17 GMAC/s at -t 1 and 20 -> 32 at -t 2
-// (a 512-byte in-row distance); next-call rows instead took the 35B-A3B-shaped decode (experts' rows are
-// 288-1152 bytes, shorter than any in-row distance) from 15-17 to 22-23 t/s at -t 1. Prefetches never
-// fault, so the last group's may point past the matrix. PYLLM_PF_ROW_BYTES / PYLLM_PF_GROUP_MAX: tuning.
-static const size_t kPfBytes = getenv("PYLLM_PF_ROW_BYTES") ? (size_t)atol(getenv("PYLLM_PF_ROW_BYTES")) : 1024;
-static const size_t kPfGroupMax = getenv("PYLLM_PF_GROUP_MAX") ? (size_t)atol(getenv("PYLLM_PF_GROUP_MAX")) : 24576;
-static inline size_t pf_distance(size_t bx, int nr) { return nr * bx <= kPfGroupMax ? nr * bx : kPfBytes; }
 template <class T, bool UNS, int NR>
 static void gemv_rows_256(int n, float* s, const void* vx, size_t bx, const void* vy) {
   typedef typename T::B XB;

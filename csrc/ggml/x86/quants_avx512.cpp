@@ -154,11 +154,23 @@ static inline __m128i q45_mins(const Q45Block& b, const block_q8_K* y) {
 }
 static inline __m256i fold512(__m512i v) { return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)); }
 
+// Block i of the next weight row (rows of a matrix are contiguous: nb blocks on), into L1, while block i
+// of this one is computed: a row kernel called row after row (decode of the types without rows
+// kernels, and the k-token verification) then streams its weights instead of waiting on each row's
+// first lines (see the software-prefetch note in gemm_avx512.inc.h). Prefetches never fault.
+template <class B>
+static inline void prefetch_next_row(const void* vx, int nb, int i) {
+  const char* a = (const char*)((const B*)vx + nb + i);
+  for (size_t o = 0; o < sizeof(B); o += 64) _mm_prefetch(a + o, _MM_HINT_T0);
+  _mm_prefetch(a + sizeof(B) - 1, _MM_HINT_T0);
+}
+
 template <bool Q5, int NR>
 static void dot_q45_K_512(int n, float* s, const void* vx, const void* vy, size_t by) {
   Q45Acc<Q5> a[NR];  // the 256-bit kernel's float side on the same integers
   Q45Block b;
   for (int i = 0; i < n / QK_K; i++) {
+    prefetch_next_row<typename std::conditional<Q5, block_q5_K, block_q4_K>::type>(vx, n / QK_K, i);
     load_q45_block<Q5>(vx, i, b);
     for (int r = 0; r < NR; r++) {
       const block_q8_K* y = (const block_q8_K*)row(vy, by, r) + i;
@@ -175,6 +187,7 @@ static void dot_q4_K_rp_512_rows(int n, float* s, const void* vx, const void* vy
   for (int r = 0; r < NR; r++) { acc[r] = _mm_setzero_ps(); accm[r] = _mm_setzero_ps(); }
   Q45Block b;
   for (int i = 0; i < n / QK_K; i++) {
+    prefetch_next_row<block_q4_K>(vx, n / QK_K, i);
     load_q45_block<false>(vx, i, b);
     const __m128 d = _mm_set_ss(b.d), dmin = _mm_set_ss(b.dmin);
     for (int r = 0; r < NR; r++) {
@@ -236,6 +249,7 @@ static void dot_q4_K_rp_512_lanes(int n, float* s, const void* vx, const void* v
   else { acc = _mm_setzero_ps(); accm = _mm_setzero_ps(); }
   Q45Block b;
   for (int i = 0; i < n / QK_K; i++) {
+    prefetch_next_row<block_q4_K>(vx, n / QK_K, i);
     load_q45_block<false>(vx, i, b);
     __m512i z[NR];
     __m256i g[NR];
@@ -413,6 +427,7 @@ static void dot_q6_K_512(int n, float* s, const void* vx, const void* vy, size_t
   for (int r = 0; r < NR; r++) acc[r] = _mm256_setzero_ps();
   const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(3);
   for (int i = 0; i < n / QK_K; i++) {
+    prefetch_next_row<block_q6_K>(vx, n / QK_K, i);
     __m512i wq[4], scv[4];
     const __m256i sc16y = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)x[i].scales));
     const __m512i sc16 = _mm512_castsi256_si512(sc16y);
