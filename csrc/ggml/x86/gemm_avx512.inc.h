@@ -8,19 +8,7 @@
 // accumulation starts from the token's -128 * lane sums, so every (row, token) pair gets exactly
 // dot_signed_q8_0's 8 int32 lanes (exact integers), then the same fma with the scale product dx * dy
 // into its own 8-lane accumulator, block after block, and the same hsum8: each pair's bits are vec_dot's.
-
-// Software prefetch (the decode rows kernels in gemv_avx512.inc.h and the tiles below): weight rows stream
-// from memory at decode and verification, and without it the loads and the arithmetic hardly overlap.
-// For block j of each of its nr rows a kernel prefetches block j of the row nr further on (the next
-// call's) while that group is short enough for those lines to stay in L1, else the same row kPfBytes
-// ahead. Measured: Q4_K gemv over 377 MB, 12 -> 17 GMAC/s at -t 1 and 20 -> 32 at -t 2 (a 512-byte in-row
-// distance); next-call rows instead took the 35B-A3B-shaped decode (experts' rows are 288-1152 bytes,
-// shorter than any in-row distance) from 15-17 to 22-23 t/s at -t 1. Prefetches never fault, so the last
-// group's may point past the matrix. PYLLM_PF_ROW_BYTES / PYLLM_PF_GROUP_MAX: for tuning only.
-static const size_t kPfBytes = getenv("PYLLM_PF_ROW_BYTES") ? (size_t)atol(getenv("PYLLM_PF_ROW_BYTES")) : 1024;
-static const size_t kPfGroupMax = getenv("PYLLM_PF_GROUP_MAX") ? (size_t)atol(getenv("PYLLM_PF_GROUP_MAX")) : 24576;
-static inline size_t pf_distance(size_t bx, int nr) { return nr * bx <= kPfGroupMax ? nr * bx : kPfBytes; }
-
+// The tiles prefetch the next call's weight rows (pf_distance: the software-prefetch note in quants_avx512.cpp).
 constexpr size_t kPanelQ8_0Block = kGemmCols * (32 + 8 * sizeof(int32_t) + sizeof(float));
 static size_t panel_bytes_q8_0(int64_t K) { return (size_t)(K / 32) * kPanelQ8_0Block; }
 

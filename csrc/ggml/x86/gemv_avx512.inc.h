@@ -96,10 +96,8 @@ static void gemv_q4_K_rp(int n, float* s, const void* vx, size_t bx, const void*
     __m256i g[4];
     alignas(16) float d[4] = {0.f, 0.f, 0.f, 0.f}, dmin[4] = {0.f, 0.f, 0.f, 0.f};
     const __m256i bs = _mm256_loadu_si256((const __m256i*)y[i].bsums);
-    for (int r = 0; r < NR; r++) {  // prefetches never fault: past the matrix they only cost an issue slot
-      const char* a = (const char*)vx + r * bx + i * sizeof(block_q4_K) + pf_distance(bx, NR);
-      _mm_prefetch(a, _MM_HINT_T0); _mm_prefetch(a + 64, _MM_HINT_T0); _mm_prefetch(a + 128, _MM_HINT_T0);
-    }
+    for (int r = 0; r < NR; r++)
+      prefetch_block<block_q4_K>((const char*)vx + r * bx + i * sizeof(block_q4_K) + pf_distance(bx, NR));
     for (int r = 0; r < 4; r++) {
       if (r < NR) {
         load_q45_block<false>((const uint8_t*)vx + r * bx, i, b);
