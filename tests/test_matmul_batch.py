@@ -12,7 +12,8 @@ from test_quants import HALF_FIELDS, LEVELS, bits, random_row
 TYPES = [QT.F32, QT.F16, QT.BF16] + [t for t in HALF_FIELDS if t not in (QT.IQ1_M,)] + [QT.IQ1_M]
 TILE_REQUIRED_AVX512 = {QT.Q8_0, QT.Q4_0, QT.Q5_0, QT.IQ4_NL, QT.Q4_1, QT.Q5_1}
 # prefill on decoded rows (matmul from kDecMinRows = 8 tokens): the batch tests below cover its bits
-DEC_REQUIRED_AVX512 = {QT.IQ2_XXS, QT.IQ2_XS, QT.IQ2_S, QT.IQ3_XXS, QT.IQ3_S, QT.Q3_K}
+# (Q5_K: its mins chain beside the lanes)
+DEC_REQUIRED_AVX512 = {QT.IQ2_XXS, QT.IQ2_XS, QT.IQ2_S, QT.IQ3_XXS, QT.IQ3_S, QT.Q3_K, QT.Q5_K}
 
 
 @pytest.fixture(autouse=True)

@@ -176,7 +176,8 @@ static simd_t best_supported() {
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
   const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-                      __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bf16");
+                      __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bf16") &&
+                      __builtin_cpu_supports("bmi2");
   if (avx512 && amx_usable()) return SIMD_AMX;
   return avx512 ? SIMD_AVX512 : avx2 ? SIMD_AVX2 : SIMD_SCALAR;
 #else

@@ -1,4 +1,4 @@
-// AMX prefill tiles on decoded rows (level amx = avx512 + these): the IQ2 / IQ3 lattices and Q3_K.
+// AMX prefill tiles on decoded rows (level amx = avx512 + these): the IQ2 / IQ3 lattices, Q3_K and Q5_K.
 //
 // Bits: dot_dec's (so vec_dot's) integer lane k of super-block i is
 //   L_k = sum over chunks c < 8, t < 4 of v[32c + 4k + t] * y[32c + 4k + t],  v = sc * (+-aw)
@@ -7,11 +7,16 @@
 // H_k = sum hi * y and O_k = sum lo * y, and L_k = 128 * H_k + O_k exactly. The float side is dot_dec's
 // per (row, token): acc_k = fma(d * y.d, float(L_k), acc_k) super-block after super-block, then
 // kFactor * hsum8(acc) in hsum8's order ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)), here 16 tokens per zmm.
+// Q5_K (|v| <= 31 * 63, the same split) adds dot_q45_K's mins chain: per super-block the exact integer
+// M = sum_c mins[c] * (y's sum over chunk c), summs = fma(-(y.d * dmin), float(M), summs), and the
+// result is hsum8(acc) + summs.
 //
 // Tile (16 weight rows, dec_tile_bytes): per super-block, per half g (rows 8g..8g+7), per lane k one
-// 16 x 32 int8 tile operand: rows 0..7 hi, 8..15 lo of the half's weight rows; then d[16]. One tile op
+// 16 x 32 int8 tile operand: rows 0..7 hi, 8..15 lo of the half's weight rows; then d[16], dmin[16],
+// mins[16 rows][4 pairs] (int32 = the int16 mins of chunks 2q, 2q + 1). One tile op
 // per (super-block, half, lane) gives H (C rows 0..7) and O (rows 8..15) for 8 rows x 16 tokens.
-// Panel (16 Q8_K tokens, dec_panel_bytes): per super-block [lane k][chunk c][16 tokens][4 int8], then y.d[16].
+// Panel (16 Q8_K tokens, dec_panel_bytes): per super-block [lane k][chunk c][16 tokens][4 int8], then y.d[16],
+// then [pair q][16 tokens] int32 = y's sums over chunks 2q, 2q + 1 as two int16 (the mins' partner).
 // Two tile sets alternate (A, B, C in tmm0-2 and tmm3-5), so that one step's op overlaps the previous
 // step's store and float work.
 #include <immintrin.h>
@@ -33,8 +38,10 @@ namespace {
 
 constexpr int kR = kDecTileRows, kC = kDecTileCols;
 constexpr size_t kOpA = 16 * 32;                                  // one tile operand: 16 rows x 32 int8
-constexpr size_t kTileSB = 2 * 8 * kOpA + kR * sizeof(float);     // per super-block
-constexpr size_t kPanelSB = 8 * 8 * kC * 4 + kC * sizeof(float);
+constexpr size_t kTileD = 2 * 8 * kOpA, kTileDmin = kTileD + kR * 4, kTileMins = kTileDmin + kR * 4;
+constexpr size_t kTileSB = kTileMins + kR * 4 * 4;                 // per super-block
+constexpr size_t kPanelYd = 8 * 8 * kC * 4, kPanelSums = kPanelYd + kC * 4;
+constexpr size_t kPanelSB = kPanelSums + 4 * kC * 4;
 static_assert(kR == 16 && kC == 16, "the tiles below are 16 x 16");
 
 size_t tile_bytes(int64_t K) { return (size_t)(K / QK_K) * kTileSB; }
@@ -88,7 +95,9 @@ void tile_pack(int64_t K, const void* dec, int r, void* tile) {
         _mm256_storeu_si256((__m256i*)(a + rr * 32), h ? _mm512_extracti64x4_epi64(ho[j], 1) : _mm512_castsi512_si256(ho[j]));
         _mm256_storeu_si256((__m256i*)(a + (8 + rr) * 32), h ? _mm512_extracti64x4_epi64(lo[j], 1) : _mm512_castsi512_si256(lo[j]));
       }
-    ((float*)(t + 2 * 8 * kOpA))[r] = x[i].d;
+    ((float*)(t + kTileD))[r] = x[i].d;
+    ((float*)(t + kTileDmin))[r] = x[i].dmin;
+    std::memcpy(t + kTileMins + r * 16, x[i].mins, 16);
   }
 }
 
@@ -96,12 +105,14 @@ void panel_pack(const void* acts, size_t row_bytes, int n, int64_t K, void* pane
   for (int64_t i = 0; i < K / QK_K; i++) {
     uint8_t* p = (uint8_t*)panel + i * kPanelSB;
     int32_t* q = (int32_t*)p;
-    float* yd = (float*)(p + 8 * 8 * kC * 4);
+    float* yd = (float*)(p + kPanelYd);
+    int16_t* sums = (int16_t*)(p + kPanelSums);  // [pair][token][2]
     for (int j = 0; j < kC; j++) {
       if (j >= n) {
         for (int k = 0; k < 8; k++)
           for (int c = 0; c < 8; c++) q[(k * 8 + c) * kC + j] = 0;
         yd[j] = 0.f;
+        for (int c = 0; c < 8; c++) sums[((c / 2) * kC + j) * 2 + c % 2] = 0;
         continue;
       }
       const block_q8_K* y = (const block_q8_K*)((const uint8_t*)acts + j * row_bytes) + i;
@@ -110,6 +121,7 @@ void panel_pack(const void* acts, size_t row_bytes, int n, int64_t K, void* pane
       for (int k = 0; k < 8; k++)
         for (int c = 0; c < 8; c++) q[(k * 8 + c) * kC + j] = d[8 * c + k];
       yd[j] = y->d;
+      for (int c = 0; c < 8; c++) sums[((c / 2) * kC + j) * 2 + c % 2] = (int16_t)(y->bsums[2 * c] + y->bsums[2 * c + 1]);
     }
   }
 }
@@ -137,12 +149,30 @@ inline void configure() {
     _tile_dpbssd(C, A, B);              \
   } while (0)
 
-template <int F8>  // the type's factor * 8
+// the mins chain of super-block i for all 16 rows x 16 tokens (Q5_K)
+inline void mins_step(const uint8_t* t, const uint8_t* p, float (*summs)[kC]) {
+  const __m512 yd = _mm512_loadu_ps((const float*)(p + kPanelYd));
+  const int32_t* mins = (const int32_t*)(t + kTileMins);
+  const float* dmin = (const float*)(t + kTileDmin);
+  __m512i sums[4];
+  for (int q = 0; q < 4; q++) sums[q] = _mm512_loadu_si512((const void*)(p + kPanelSums + q * kC * 4));
+  const __m512 sign = _mm512_set1_ps(-0.f);
+  for (int r = 0; r < kR; r++) {
+    __m512i M = _mm512_setzero_si512();
+    for (int q = 0; q < 4; q++) M = _mm512_dpwssd_epi32(M, sums[q], _mm512_set1_epi32(mins[4 * r + q]));
+    const __m512 dm = _mm512_xor_ps(_mm512_mul_ps(yd, _mm512_set1_ps(dmin[r])), sign);
+    _mm512_store_ps(summs[r], _mm512_fmadd_ps(dm, _mm512_cvtepi32_ps(M), _mm512_load_ps(summs[r])));
+  }
+}
+
+template <int F8, bool Mins>  // the type's factor * 8; Q5_K's mins chain
 void dec_tile(int64_t K, const void* tile, const void* panel, float* C, size_t ldc, int nc) {
   configure();
   alignas(64) float acc[kR][8][kC];
+  alignas(64) float summs[kR][kC];
   alignas(64) int32_t cb[16][kC];
   std::memset(acc, 0, sizeof acc);
+  std::memset(summs, 0, sizeof summs);
   // step s: super-block s / 16, half (s / 8) % 2, lane s % 8, tile set s % 2. The tile unit keeps its
   // operations in order, so step s + 1's op is issued before step s's result is stored: it runs while
   // the store waits and the float work goes on.
@@ -160,8 +190,9 @@ void dec_tile(int64_t K, const void* tile, const void* panel, float* C, size_t l
     else _tile_stored(2, &cb[0][0], 64);
     const int64_t i = s / 16;
     const int g = (int)(s / 8) % 2, k = (int)(s % 8);
-    const __m512 yd = _mm512_loadu_ps((const float*)((const uint8_t*)panel + i * kPanelSB + 8 * 8 * kC * 4));
-    const float* d = (const float*)((const uint8_t*)tile + i * kTileSB + 2 * 8 * kOpA);
+    if (Mins && s % 16 == 0) mins_step((const uint8_t*)tile + i * kTileSB, (const uint8_t*)panel + i * kPanelSB, summs);
+    const __m512 yd = _mm512_loadu_ps((const float*)((const uint8_t*)panel + i * kPanelSB + kPanelYd));
+    const float* d = (const float*)((const uint8_t*)tile + i * kTileSB + kTileD);
     for (int rr = 0; rr < 8; rr++) {
       const int r = 8 * g + rr;
       const __m512i L = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(cb[rr]), 7), _mm512_load_si512(cb[8 + rr]));
@@ -176,7 +207,8 @@ void dec_tile(int64_t K, const void* tile, const void* panel, float* C, size_t l
     const __m512 a15 = _mm512_add_ps(_mm512_load_ps(acc[r][1]), _mm512_load_ps(acc[r][5]));
     const __m512 a26 = _mm512_add_ps(_mm512_load_ps(acc[r][2]), _mm512_load_ps(acc[r][6]));
     const __m512 a37 = _mm512_add_ps(_mm512_load_ps(acc[r][3]), _mm512_load_ps(acc[r][7]));
-    _mm512_store_ps(out[r], _mm512_mul_ps(f, _mm512_add_ps(_mm512_add_ps(a04, a26), _mm512_add_ps(a15, a37))));
+    const __m512 h = _mm512_mul_ps(f, _mm512_add_ps(_mm512_add_ps(a04, a26), _mm512_add_ps(a15, a37)));
+    _mm512_store_ps(out[r], Mins ? _mm512_add_ps(h, _mm512_load_ps(summs[r])) : h);
   }
   for (int j = 0; j < nc; j++)
     for (int r = 0; r < kR; r++) C[j * ldc + r] = out[r][j];
@@ -203,12 +235,13 @@ void quants_override_amx(type_traits* t) {
   auto put = [&](ggml_type id, dec_tile_fn f) {
     t[id].dec_tile_pack = tile_pack; t[id].dec_tile_bytes = tile_bytes; t[id].dec_tile = f;
   };
-  put(GGML_TYPE_IQ2_XXS, dec_tile<1>);
-  put(GGML_TYPE_IQ2_XS, dec_tile<1>);
-  put(GGML_TYPE_IQ2_S, dec_tile<1>);
-  put(GGML_TYPE_IQ3_XXS, dec_tile<2>);
-  put(GGML_TYPE_IQ3_S, dec_tile<8>);
-  put(GGML_TYPE_Q3_K, dec_tile<8>);
+  put(GGML_TYPE_IQ2_XXS, dec_tile<1, false>);
+  put(GGML_TYPE_IQ2_XS, dec_tile<1, false>);
+  put(GGML_TYPE_IQ2_S, dec_tile<1, false>);
+  put(GGML_TYPE_IQ3_XXS, dec_tile<2, false>);
+  put(GGML_TYPE_IQ3_S, dec_tile<8, false>);
+  put(GGML_TYPE_Q3_K, dec_tile<8, false>);
+  put(GGML_TYPE_Q5_K, dec_tile<8, true>);
   t[GGML_TYPE_Q8_K].dec_panel_pack = panel_pack;
   t[GGML_TYPE_Q8_K].dec_panel_bytes = panel_bytes;
   install_amx_kquants(t);

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "ggml/fp16.h"
+#include "ggml/x86/dec_layout.h"
 
 // GCC 12's own avx512fintrin.h (_mm512_reduce_add_ps, masked cvtph) trips these on _mm*_undefined_*.
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -23,7 +24,6 @@ static inline __m256i madd16_acc(__m256i acc, __m256i a, __m256i b) { return _mm
 #define SIMD_NS x86_avx512
 #include "ggml/x86/quants_simd.inc.h"
 #include "ggml/x86/quants_lowbit_simd.inc.h"
-#include "ggml/x86/dec_avx512.inc.h"
 
 namespace pyllm {
 namespace x86_avx512 {
@@ -475,6 +475,7 @@ static void dot_q6_K_512(int n, float* s, const void* vx, const void* vy, size_t
 }
 PYLLM_KERNEL_FAMILY(K_q6_K_512, (dot_q6_K_512<NR>(n, s, x, y, by)));
 
+#include "ggml/x86/dec_avx512.inc.h"
 #include "ggml/x86/gemm_avx512.inc.h"
 #include "ggml/x86/act_quant_avx512.inc.h"
 #include "ggml/x86/gemv_avx512.inc.h"
