@@ -148,10 +148,10 @@ AMX = c.amx_available()
 
 
 @pytest.mark.skipif(not AMX, reason="no AMX-INT8 here (CPU, or the OS does not grant the tile state)")
-@pytest.mark.parametrize("t", [QT.Q4_K, QT.Q2_K], ids=lambda t: t.name)
+@pytest.mark.parametrize("t", [QT.Q4_K, QT.Q2_K, QT.IQ4_NL, QT.MXFP4], ids=lambda t: t.name)
 def test_amx_equals_single_rows(t):
-    """The AMX prefill (rows in groups of 16 x 32 tokens, from 16 tokens) gives every pair the single-row bits of
-    the repacked kernel (weights with a multiple of 8 rows), including a last tile of 8 rows and partial token
+    """The AMX prefill (rows in groups of 16 x 32 tokens, from 16 tokens; IQ4_NL and MXFP4 from 2) gives every
+    pair the single-row bits of the repacked kernel (weights with a multiple of 8 rows), including a last tile of 8 rows and partial token
     tiles."""
     c.set_simd_level("amx")
     assert c.type_traits(int(t))["has_amx"]
@@ -160,7 +160,7 @@ def test_amx_equals_single_rows(t):
         x = rng.standard_normal((70, k)).astype(np.float32)
         x[5] *= 1e-3
         for n_rows in (16, 40, 64):
-            assert_batches_equal_single_rows(t, weights(t, n_rows, k, rng), n_rows, x, (16, 17, 31, 32, 33, 64, 70),
+            assert_batches_equal_single_rows(t, weights(t, n_rows, k, rng), n_rows, x, (2, 5, 8, 16, 17, 31, 32, 33, 64, 70),
                                              f"amx K={k}")
 
 

@@ -279,10 +279,11 @@ static void mm_rows_tiled(const Weight& W, const QuantActs& qa, const Panels& P,
 
 // AMX prefill: activations packed once into 16-token panels; each chunk decodes 16 weight rows once and
 // meets every panel with amx_tile (the same bits as the row kernels, so the path is free to choose).
-constexpr int kAmxMinRows = 16;  // a full token tile; below it the 16 x 16 tile computes mostly padding
+// From amx_min_rows tokens (16, a full token tile, where the row kernels are fast: below it the tile
+// computes mostly padding).
 static bool use_amx(const Weight& W, const QuantActs& qa) {
   const auto& t = get_type_traits(W.type);
-  return t.amx_tile && qa.B >= kAmxMinRows && W.ne[1] >= kAmxRows && row_kernels(W).rp && get_type_traits(qa.type).amx_pack;
+  return t.amx_tile && qa.B >= t.amx_min_rows && W.ne[1] >= kAmxRows && row_kernels(W).rp && get_type_traits(qa.type).amx_pack;
 }
 static void pack_amx(ThreadPool* tp, const QuantActs& qa, Panels& P) {
   const auto& vt = get_type_traits(qa.type);

@@ -96,6 +96,7 @@ struct type_traits {
   amx_dec_fn amx_dec = nullptr;  // AMX prefill (see kAmxRows): on the weight type
   size_t (*amx_w_bytes)(int64_t K) = nullptr;
   amx_tile_fn amx_tile = nullptr;
+  int amx_min_rows = 16;  // tokens from which matmul takes amx_tile (a type whose row kernel is slow: fewer)
   gemm_pack_fn amx_pack = nullptr;  // on the vec_dot type
   size_t (*amx_a_bytes)(int64_t K) = nullptr;
   dec_tile_pack_fn dec_tile_pack = nullptr;  // AMX tiles on decoded rows (weight type)

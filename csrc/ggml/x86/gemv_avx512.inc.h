@@ -126,8 +126,47 @@ static void rows_q4_K_rp(int n, float* s, const void* vx, size_t bx, const void*
   }
 }
 
+// Repacked IQ4_NL (dot_b32_rp's arithmetic), NR <= 4 weight rows against one activation row: per (row,
+// block) the integer is dot_b32_rp's (dpbusd of T::load's w + 128 from y's -128 * lane sums, reduced through
+// rowsum4_256: exact in any order) and float lane r does its fma(isum, dx * y.d, acc): each row's bits are
+// vec_dot_rp's, with 4 chains in flight instead of one.
+template <class T, int NR>
+static void gemv_b32_rp(int n, float* s, const void* vx, size_t bx, const void* vy) {
+  const block_q8_0* y = (const block_q8_0*)vy;
+  const typename T::B* xr[NR];
+  for (int r = 0; r < NR; r++) xr[r] = (const typename T::B*)((const uint8_t*)vx + r * bx);
+  const __m256i zero = _mm256_setzero_si256(), c128 = _mm256_set1_epi8((char)0x80);
+  __m128 acc = _mm_setzero_ps();
+  for (int b = 0; b < n / 32; b++) {
+    const __m256i yq = _mm256_loadu_si256((const __m256i*)y[b].qs);
+    const __m256i init = _mm256_sub_epi32(zero, _mm256_dpbusd_epi32(zero, c128, yq));
+    __m256i g[4] = {zero, zero, zero, zero};
+    alignas(16) float dx[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int r = 0; r < NR; r++) {
+      _mm_prefetch((const char*)(xr[r] + b) + pf_distance(bx, NR), _MM_HINT_T0);
+      g[r] = _mm256_dpbusd_epi32(init, T::load(xr[r][b]), yq);
+      dx[r] = h2f(xr[r][b].d);
+    }
+    acc = _mm_fmadd_ps(_mm_cvtepi32_ps(rowsum4_256(g)), _mm_mul_ps(_mm_load_ps(dx), _mm_set1_ps(h2f(y[b].d))), acc);
+  }
+  alignas(16) float o[4];
+  _mm_store_ps(o, acc);
+  for (int r = 0; r < NR; r++) s[r] = o[r];
+}
+template <class T>
+static void rows_b32_rp(int n, float* s, const void* vx, size_t bx, const void* vy, int nr) {
+  switch (nr) {
+    case 1: gemv_b32_rp<T, 1>(n, s, vx, bx, vy); break;
+    case 2: gemv_b32_rp<T, 2>(n, s, vx, bx, vy); break;
+    case 3: gemv_b32_rp<T, 3>(n, s, vx, bx, vy); break;
+    case 4: gemv_b32_rp<T, 4>(n, s, vx, bx, vy); break;
+    default: __builtin_trap();
+  }
+}
+
 static void install_gemv_rows(type_traits* t) {
   t[GGML_TYPE_Q4_K].vec_dot_rp_rows = rows_q4_K_rp;
+  t[GGML_TYPE_IQ4_NL].vec_dot_rp_rows = rows_b32_rp<T_iq4_nl>;
   t[GGML_TYPE_Q8_0].vec_dot_rows = rows_signed<T_q8_0>;
   t[GGML_TYPE_Q4_0].vec_dot_rows = rows_signed<T_q4_0>;
   t[GGML_TYPE_Q5_0].vec_dot_rows = rows_signed<T_q5_0>;

@@ -348,6 +348,40 @@ static void dot_q2_K_rp_512(int n, float* s, const void* vx, const void* vy, siz
   }
 }
 PYLLM_KERNEL_FAMILY(K_q2_K_rp_512, (dot_q2_K_rp_512<NR>(n, s, x, y, by)));
+// Repacked IQ4_NL / MXFP4 (dot_b32_rp's arithmetic) for groups of 4 / 8 rows: per block each row's integer
+// (|w| dpbusd y signed by w: exact), the rows' totals through one reduction tree, and float lane r does
+// dot_b32_rp's fma(isum, dx * y.d, acc) for row r, so the bits are dot_b32_rp's. Other row counts run it.
+template <class W, int NR>
+static void dot_b32_rp_512(int n, float* s, const void* vx, const void* vy, size_t by) {
+  if constexpr (NR != 4 && NR != 8) {
+    dot_b32_rp<W, NR>(n, s, vx, vy, by);
+  } else {
+    typedef typename std::conditional<NR == 8, __m256, __m128>::type V;
+    const typename W::B* x = (const typename W::B*)vx;
+    V acc;
+    if constexpr (NR == 8) acc = _mm256_setzero_ps(); else acc = _mm_setzero_ps();
+    const __m256i zero = _mm256_setzero_si256();
+    for (int ib = 0; ib < n / 32; ib++) {
+      prefetch_next_row<typename W::B>(vx, n / 32, ib);
+      const __m256i q = W::load(x[ib]);
+      const __m256i aq = _mm256_sign_epi8(q, q);
+      const float e = W::scale(x[ib]);
+      __m256i g[NR];
+      alignas(32) float ydv[NR];
+      for (int r = 0; r < NR; r++) {
+        const block_q8_0* y = (const block_q8_0*)row(vy, by, r) + ib;
+        g[r] = _mm256_dpbusd_epi32(zero, aq, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i*)y->qs), q));
+        ydv[r] = h2f(y->d);
+      }
+      if constexpr (NR == 8)
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(rowsum8_256(g)), _mm256_mul_ps(_mm256_set1_ps(e), _mm256_load_ps(ydv)), acc);
+      else
+        acc = _mm_fmadd_ps(_mm_cvtepi32_ps(rowsum4_256(g)), _mm_mul_ps(_mm_set1_ps(e), _mm_load_ps(ydv)), acc);
+    }
+    if constexpr (NR == 8) _mm256_storeu_ps(s, acc); else _mm_storeu_ps(s, acc);
+  }
+}
+template <class W> PYLLM_KERNEL_FAMILY(K_b32_rp_512, (dot_b32_rp_512<W, NR>(n, s, x, y, by)));
 PYLLM_KERNEL_FAMILY(K_q4_K_512, (dot_q45_K_512<false, NR>(n, s, x, y, by)));
 PYLLM_KERNEL_FAMILY(K_q5_K_512, (dot_q45_K_512<true, NR>(n, s, x, y, by)));
 PYLLM_KERNEL_FAMILY(K_q4_K_rp_512, (dot_q4_K_rp_512<NR>(n, s, x, y, by)));
@@ -506,6 +540,8 @@ void quants_override_avx512(type_traits* t) {
   install_gemv_rows(t);
   install_dec_kernels(t);
   t[GGML_TYPE_Q2_K].vec_dot_rp_k = vdk<K_q2_K_rp_512>;  // after install_lowbit_kernels set the 256-bit one
+  t[GGML_TYPE_IQ4_NL].vec_dot_rp_k = vdk<K_b32_rp_512<W_iq4_nl_rp>>;
+  t[GGML_TYPE_MXFP4].vec_dot_rp_k = vdk<K_b32_rp_512<W_mxfp4>>;
 }
 
 }  // namespace pyllm

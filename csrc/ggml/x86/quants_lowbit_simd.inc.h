@@ -352,17 +352,26 @@ static void dot_mxfp4(int n, float* s, const void* vx, const void* vy, size_t by
   }
 }
 
-// MXFP4 as llama.cpp computes repacked weights (block_mxfp4x8, ggml_gemv_mxfp4_8x8_q8_0 on AVX2):
-// per block acc = fma(isum, e*y.d, acc), no vector reduction.
-template <int NR>
-static void dot_mxfp4_rp(int n, float* s, const void* vx, const void* vy, size_t by) {
-  const block_mxfp4* x = (const block_mxfp4*)vx;
+// The 32-element-block types llama.cpp repacks on x86 from AVX2 on (block_mxfp4x8, block_iq4_nlx8:
+// gemv_q4_b32_8x8_q8_0_lut_avx) as its gemv computes them: per block one integer, acc = fma(isum, dx *
+// y.d, acc), no vector reduction. W::load gives the signed weight bytes, W::scale dx.
+struct W_mxfp4 {
+  typedef block_mxfp4 B;
+  static inline __m256i load(const B& b) { return mxfp4_load(b); }
+  static inline float scale(const B& b) { return e8m0_to_fp32_half(b.e); }
+};
+struct W_iq4_nl_rp : W_iq4_nl {
+  static inline float scale(const B& b) { return h2f(b.d); }
+};
+template <class W, int NR>
+static void dot_b32_rp(int n, float* s, const void* vx, const void* vy, size_t by) {
+  const typename W::B* x = (const typename W::B*)vx;
   float acc[NR];
   for (int r = 0; r < NR; r++) acc[r] = 0.f;
-  for (int ib = 0; ib < n / QK_MXFP4; ib++) {
-    const __m256i q = mxfp4_load(x[ib]);
+  for (int ib = 0; ib < n / 32; ib++) {
+    const __m256i q = W::load(x[ib]);
     const __m256i aq = _mm256_sign_epi8(q, q);
-    const float e = e8m0_to_fp32_half(x[ib].e);
+    const float e = W::scale(x[ib]);
     for (int r = 0; r < NR; r++) {
       const block_q8_0* y = (const block_q8_0*)row(vy, by, r) + ib;
       const int is = hsum8i(dot_sc(aq, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i*)y->qs), q), _mm256_set1_epi16(1)));
@@ -382,9 +391,9 @@ PYLLM_KERNEL_FAMILY(K_q2_K, (dot_q2_K<NR>(n, s, x, y, by)));
 PYLLM_KERNEL_FAMILY(K_q2_K_rp, (dot_q2_K_rp<NR>(n, s, x, y, by)));
 PYLLM_KERNEL_FAMILY(K_q3_K, (dot_q3_K<NR>(n, s, x, y, by)));
 PYLLM_KERNEL_FAMILY(K_mxfp4, (dot_mxfp4<NR>(n, s, x, y, by)));
-PYLLM_KERNEL_FAMILY(K_mxfp4_rp, (dot_mxfp4_rp<NR>(n, s, x, y, by)));
+template <class W> PYLLM_KERNEL_FAMILY(K_b32_rp, (dot_b32_rp<W, NR>(n, s, x, y, by)));
 
-// `q2k_repack`: llama.cpp repacks Q2_K only in AVX-512 builds, MXFP4 from AVX2 on.
+// `q2k_repack`: llama.cpp repacks Q2_K only in AVX-512 builds, MXFP4 and IQ4_NL from AVX2 on.
 static void install_lowbit_kernels(type_traits* t, bool q2k_repack) {
   auto put = [&](ggml_type id, vec_dot_fn f, vec_dot_k_fn fk) { t[id].vec_dot = f; t[id].vec_dot_k = fk; };
 #define PYLLM_PUT(ID, ...) put(ID, vd1<__VA_ARGS__>, vdk<__VA_ARGS__>)
@@ -399,8 +408,10 @@ static void install_lowbit_kernels(type_traits* t, bool q2k_repack) {
   PYLLM_PUT(GGML_TYPE_Q3_K, K_q3_K);
   PYLLM_PUT(GGML_TYPE_MXFP4, K_mxfp4);
 #undef PYLLM_PUT
-  t[GGML_TYPE_MXFP4].vec_dot_rp = vd1<K_mxfp4_rp>;
-  t[GGML_TYPE_MXFP4].vec_dot_rp_k = vdk<K_mxfp4_rp>;
+  t[GGML_TYPE_MXFP4].vec_dot_rp = vd1<K_b32_rp<W_mxfp4>>;
+  t[GGML_TYPE_MXFP4].vec_dot_rp_k = vdk<K_b32_rp<W_mxfp4>>;
+  t[GGML_TYPE_IQ4_NL].vec_dot_rp = vd1<K_b32_rp<W_iq4_nl_rp>>;
+  t[GGML_TYPE_IQ4_NL].vec_dot_rp_k = vdk<K_b32_rp<W_iq4_nl_rp>>;
   t[GGML_TYPE_Q2_K].vec_dot_rp = q2k_repack ? vd1<K_q2_K_rp> : nullptr;
   t[GGML_TYPE_Q2_K].vec_dot_rp_k = q2k_repack ? vdk<K_q2_K_rp> : nullptr;
 }
