@@ -171,35 +171,39 @@ void dec_tile(int64_t K, const void* tile, const void* panel, float* C, size_t l
   alignas(64) float acc[kR][8][kC];
   alignas(64) float summs[kR][kC];
   alignas(64) int32_t cb[16][kC];
-  std::memset(acc, 0, sizeof acc);
   std::memset(summs, 0, sizeof summs);
-  // step s: super-block s / 16, half (s / 8) % 2, lane s % 8, tile set s % 2. The tile unit keeps its
-  // operations in order, so step s + 1's op is issued before step s's result is stored: it runs while
-  // the store waits and the float work goes on.
-  const int64_t S = K / QK_K * 16;
-  auto issue = [&](int64_t s) {
-    const uint8_t* a = (const uint8_t*)tile + (s / 16) * kTileSB + (s % 16) * kOpA;
-    const uint8_t* y = (const uint8_t*)panel + (s / 16) * kPanelSB + (s % 8) * (8 * kC * 4);
-    if (s & 1) PYLLM_TILE_ISSUE(3, 4, 5, a, y);
-    else PYLLM_TILE_ISSUE(0, 1, 2, a, y);
-  };
-  issue(0);
-  for (int64_t s = 0; s < S; s++) {
-    if (s + 1 < S) issue(s + 1);
-    if (s & 1) _tile_stored(5, &cb[0][0], 64);
-    else _tile_stored(2, &cb[0][0], 64);
-    const int64_t i = s / 16;
-    const int g = (int)(s / 8) % 2, k = (int)(s % 8);
-    if (Mins && s % 16 == 0) mins_step((const uint8_t*)tile + i * kTileSB, (const uint8_t*)panel + i * kPanelSB, summs);
-    const __m512 yd = _mm512_loadu_ps((const float*)((const uint8_t*)panel + i * kPanelSB + kPanelYd));
-    const float* d = (const float*)((const uint8_t*)tile + i * kTileSB + kTileD);
-    for (int rr = 0; rr < 8; rr++) {
-      const int r = 8 * g + rr;
-      const __m512i L = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(cb[rr]), 7), _mm512_load_si512(cb[8 + rr]));
-      const __m512 dy = _mm512_mul_ps(_mm512_set1_ps(d[r]), yd);
-      _mm512_store_ps(acc[r][k], _mm512_fmadd_ps(dy, _mm512_cvtepi32_ps(L), _mm512_load_ps(acc[r][k])));
+  const int64_t nb = K / QK_K;
+  if (Mins)
+    for (int64_t i = 0; i < nb; i++) mins_step((const uint8_t*)tile + i * kTileSB, (const uint8_t*)panel + i * kPanelSB, summs);
+  // Per (half g, lane k) the super-blocks run innermost, so the 8 rows' accumulators of that lane stay in
+  // registers (each is one fma chain over the super-blocks, in their order). The tile unit keeps its
+  // operations in order: super-block i + 1's op is issued (tile set (i + 1) % 2) before i's result is
+  // stored, and runs while the store waits and the float work goes on.
+  for (int g = 0; g < 2; g++)
+    for (int k = 0; k < 8; k++) {
+      const int step = 8 * g + k;
+      auto issue = [&](int64_t i) {
+        const uint8_t* a = (const uint8_t*)tile + i * kTileSB + step * kOpA;
+        const uint8_t* y = (const uint8_t*)panel + i * kPanelSB + k * (8 * kC * 4);
+        if (i & 1) PYLLM_TILE_ISSUE(3, 4, 5, a, y);
+        else PYLLM_TILE_ISSUE(0, 1, 2, a, y);
+      };
+      __m512 a8[8];
+      for (int rr = 0; rr < 8; rr++) a8[rr] = _mm512_setzero_ps();
+      issue(0);
+      for (int64_t i = 0; i < nb; i++) {
+        if (i + 1 < nb) issue(i + 1);
+        if (i & 1) _tile_stored(5, &cb[0][0], 64);
+        else _tile_stored(2, &cb[0][0], 64);
+        const __m512 yd = _mm512_loadu_ps((const float*)((const uint8_t*)panel + i * kPanelSB + kPanelYd));
+        const float* d = (const float*)((const uint8_t*)tile + i * kTileSB + kTileD) + 8 * g;
+        for (int rr = 0; rr < 8; rr++) {
+          const __m512i L = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(cb[rr]), 7), _mm512_load_si512(cb[8 + rr]));
+          a8[rr] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(d[rr]), yd), _mm512_cvtepi32_ps(L), a8[rr]);
+        }
+      }
+      for (int rr = 0; rr < 8; rr++) _mm512_store_ps(acc[8 * g + rr][k], a8[rr]);
     }
-  }
   alignas(64) float out[kR][kC];
   const __m512 f = _mm512_set1_ps(F8 / 8.f);
   for (int r = 0; r < kR; r++) {
