@@ -63,13 +63,11 @@ void dec_rows(int K, const void* vw, size_t ldw, void* out) {
   }
 }
 
-// Each 64-byte row of a B tile is 4 bytes of each of 16 tokens: one masked gather (tokens past n: zeros).
 void pack_q8_0(const void* acts, size_t row_bytes, int n, int64_t K, void* panel) {
   const int nb = (int)(K / 32);
   int8_t* q = (int8_t*)panel;
   float* yd = (float*)(q + (size_t)nb * 2 * kAq);
-  const __m512i tok = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                         _mm512_set1_epi32((int)row_bytes));
+  const __m512i tok = amx_token_offsets(row_bytes);
   for (int hf = 0; hf < 2; hf++) {
     const int nt = std::max(0, std::min(H, n - hf * H));
     const __mmask16 m = (__mmask16)((1u << nt) - 1);
@@ -77,10 +75,7 @@ void pack_q8_0(const void* acts, size_t row_bytes, int n, int64_t K, void* panel
     for (int b = 0; b < nb; b++) {
       const uint8_t* blk = base + (size_t)b * sizeof(block_q8_0);
       int8_t* o = q + ((size_t)b * 2 + hf) * kAq;
-      for (int k4 = 0; k4 < 8; k4++)
-        _mm512_storeu_si512((void*)(o + (size_t)k4 * H * 4),
-                            _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, tok,
-                                                        (const void*)(blk + offsetof(block_q8_0, qs) + 4 * k4), 1));
+      amx_gather_b(blk + offsetof(block_q8_0, qs), tok, m, 8, o);
       for (int t = 0; t < H; t++) {
         float v = 0.f;
         if (t < nt) {

@@ -5,7 +5,10 @@
 // (amx_new_epoch), so each thread reloads once per matmul: another library's tiles on the same thread
 // between two matmuls cannot leave a stale configuration behind.
 #pragma once
+#include <immintrin.h>
+
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 namespace pyllm {
@@ -31,6 +34,18 @@ inline void amx_use_config(int family, const AmxTileConfig& cfg) {
   __asm__ volatile("ldtilecfg %0" : : "m"(cfg) : "memory");  // (GCC 12's _tile_loadconfig lets the stores to cfg be dropped)
   current = family;
   epoch = e;
+}
+
+// The activation side of TDPBxSD (the B operand, 16 tokens): row k4 holds bytes 4 k4 .. 4 k4 + 3 of each
+// token (row_bytes apart from qs), one masked gather per row; tokens outside m read as zeros.
+inline __m512i amx_token_offsets(size_t row_bytes) {
+  return _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                            _mm512_set1_epi32((int)row_bytes));
+}
+inline void amx_gather_b(const uint8_t* qs, __m512i tok, __mmask16 m, int rows, int8_t* out) {
+  for (int k4 = 0; k4 < rows; k4++)
+    _mm512_storeu_si512((void*)(out + (size_t)k4 * 64),
+                        _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, tok, (const void*)(qs + 4 * k4), 1));
 }
 
 }  // namespace pyllm

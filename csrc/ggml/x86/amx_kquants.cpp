@@ -93,14 +93,12 @@ void dec_rows(int K, const void* vw, size_t ldw, void* out) {
   }
 }
 
-// Each 64-byte row of a B tile is 4 bytes of each of 16 tokens: one masked gather (tokens past n: zeros).
 void pack_q8_K(const void* acts, size_t row_bytes, int n, int64_t K, void* panel) {
   const int nb = (int)(K / QK_K);
   int8_t* q = (int8_t*)panel;
   int32_t* ss = (int32_t*)(q + (size_t)nb * 2 * kAq);
   float* yd = (float*)(ss + (size_t)nb * 2 * kPairs * H);
-  const __m512i tok = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                         _mm512_set1_epi32((int)row_bytes));
+  const __m512i tok = amx_token_offsets(row_bytes);
   for (int hf = 0; hf < 2; hf++) {
     const int nt = std::max(0, std::min(H, n - hf * H));
     const __mmask16 m = (__mmask16)((1u << nt) - 1);
@@ -109,9 +107,7 @@ void pack_q8_K(const void* acts, size_t row_bytes, int n, int64_t K, void* panel
       const uint8_t* blk = base + (size_t)i * sizeof(block_q8_K);
       const uint8_t* qs = blk + offsetof(block_q8_K, qs);
       int8_t* o = q + ((size_t)i * 2 + hf) * kAq;
-      for (int k4 = 0; k4 < 64; k4++)  // chunk k4 / 16, row k4 % 16 of its B tile
-        _mm512_storeu_si512((void*)(o + (size_t)k4 * H * 4),
-                           _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, tok, (const void*)(qs + 4 * k4), 1));
+      amx_gather_b(qs, tok, m, 64, o);  // row k4: chunk k4 / 16 of the super-block, row k4 % 16 of its B tile
       int32_t* sp = ss + (size_t)(i * 2 + hf) * kPairs * H;
       float* ydp = yd + (size_t)i * T + hf * H;
       for (int t = 0; t < H; t++) {
