@@ -148,9 +148,9 @@ AMX = c.amx_available()
 
 
 @pytest.mark.skipif(not AMX, reason="no AMX-INT8 here (CPU, or the OS does not grant the tile state)")
-@pytest.mark.parametrize("t", [QT.Q4_K, QT.Q2_K, QT.IQ4_NL, QT.MXFP4], ids=lambda t: t.name)
+@pytest.mark.parametrize("t", [QT.Q4_K, QT.Q2_K, QT.MXFP4], ids=lambda t: t.name)
 def test_amx_equals_single_rows(t):
-    """The AMX prefill (rows in groups of 16 x 32 tokens, from 16 tokens; IQ4_NL and MXFP4 from 2) gives every
+    """The AMX prefill (rows in groups of 16 x 32 tokens, from 16 tokens; MXFP4 from 2) gives every
     pair the single-row bits of the repacked kernel (weights with a multiple of 8 rows), including a last tile of 8 rows and partial token
     tiles."""
     c.set_simd_level("amx")

@@ -128,6 +128,6 @@ void quants_override_amx(type_traits* table);  // on top of avx512
 bool amx_usable();  // the CPU has AMX-INT8 and the OS grants this process the tile state
 void amx_new_epoch();  // before a matmul that uses tiles: each thread reloads its tile configuration once
 void install_amx_kquants(type_traits* table);  // its Q4_K / Q2_K tiles (x86/amx_kquants.cpp)
-void install_amx_b32(type_traits* table);      // its IQ4_NL / MXFP4 tiles (x86/amx_b32.cpp)
+void install_amx_b32(type_traits* table);      // its MXFP4 tiles (x86/amx_b32.cpp)
 
 }  // namespace pyllm

@@ -79,8 +79,8 @@ struct type_traits {
   // round half to even), which differs from the reference quantizer in the last bit of some values
   from_float_fn from_float_act;
   // the arithmetic llama.cpp uses when it repacks this weight type for its CPU backend
-  // (CPU_REPACK, on by default; x86 repacks Q4_K, IQ4_NL and MXFP4 matrices with a multiple of 8 rows,
-  // AVX-512 builds Q2_K too). matmul
+  // (CPU_REPACK, on by default; x86 repacks Q4_K and MXFP4 matrices with a multiple of 8 rows, AVX-512
+  // builds Q2_K too; IQ4_NL keeps vec_dot's, see quants_lowbit_simd.inc.h). matmul
   // uses it for such weights; nullptr = same as vec_dot.
   vec_dot_fn vec_dot_rp = nullptr;
   vec_dot_k_fn vec_dot_rp_k = nullptr;  // k rows of vec_dot_rp (same contract as vec_dot_k)

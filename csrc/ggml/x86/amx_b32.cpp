@@ -1,6 +1,6 @@
 // AMX-INT8 prefill for the 32-element-block types whose llama.cpp-repacked arithmetic (dot_b32_rp) keeps one
-// integer per block: IQ4_NL and MXFP4 (signed weight bytes) against Q8_0 activations, 16 weight rows x 32
-// tokens per call. Bits: per (row, token) and block the integer isum = w . y over the 32 elements is exact
+// integer per block: MXFP4 (signed weight bytes, the doubled E2M1 table) against Q8_0 activations, 16 weight
+// rows x 32 tokens per call. Bits: per (row, token) and block the integer isum = w . y over the 32 elements is exact
 // whatever computes it; one TDPBSSD (signed x signed bytes, K = 32) gives it for 16 rows x 16 tokens. The
 // float side is dot_b32_rp's per pair: acc = fma(isum, dx * y.d, acc), block after block, so every pair
 // equals vec_dot_rp (tests/test_matmul_batch.py compares them bit for bit).
@@ -38,11 +38,6 @@ inline __m256i nibble_lut(const uint8_t* qs, const int8_t* table16) {
   const __m256i nib = _mm256_and_si256(_mm256_setr_m128i(raw, _mm_srli_epi16(raw, 4)), _mm256_set1_epi8(15));
   return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)table16)), nib);
 }
-struct IQ4NL {
-  typedef block_iq4_nl B;
-  static __m256i load(const B& b) { return nibble_lut(b.qs, kvalues_iq4nl); }
-  static float scale(const B& b) { uint16_t h; std::memcpy(&h, &b.d, 2); return fp16_to_fp32(h); }
-};
 struct MXFP4 {
   typedef block_mxfp4 B;
   static __m256i load(const B& b) { return nibble_lut(b.qs, kvalues_mxfp4); }
@@ -144,12 +139,9 @@ void tile_rows(int K, const void* wpanel, const void* apanel, float* C, size_t l
 }  // namespace
 
 // From 2 tokens: the rp row kernels keep a horizontal sum per block and row, and the padded tile beats them
-// (bench_matmul, K = 5120, -t 1, IQ4_NL: B = 4 13.9 -> 18.8 GMAC/s, B = 8 16 -> 36).
+// (bench_matmul, K = 5120, -t 1, MXFP4: B = 4 15.0 -> 18.3 GMAC/s, B = 8 17.6 -> 36.1).
 void install_amx_b32(type_traits* t) {
-  t[GGML_TYPE_IQ4_NL].amx_min_rows = t[GGML_TYPE_MXFP4].amx_min_rows = 2;
-  t[GGML_TYPE_IQ4_NL].amx_dec = dec_rows<IQ4NL>;
-  t[GGML_TYPE_IQ4_NL].amx_w_bytes = w_bytes;
-  t[GGML_TYPE_IQ4_NL].amx_tile = tile_rows;
+  t[GGML_TYPE_MXFP4].amx_min_rows = 2;
   t[GGML_TYPE_MXFP4].amx_dec = dec_rows<MXFP4>;
   t[GGML_TYPE_MXFP4].amx_w_bytes = w_bytes;
   t[GGML_TYPE_MXFP4].amx_tile = tile_rows;

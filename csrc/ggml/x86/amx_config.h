@@ -1,5 +1,5 @@
 // The AMX tile configuration shared by the kernels that use tiles (quants_amx.cpp: decoded rows,
-// amx_kquants.cpp: Q4_K / Q2_K, amx_b32.cpp: IQ4_NL / MXFP4). Each kernel family has its own layout; a thread reloads the
+// amx_kquants.cpp: Q4_K / Q2_K, amx_b32.cpp: MXFP4). Each kernel family has its own layout; a thread reloads the
 // configuration only when the family changes (LDTILECFG + TILERELEASE on every call cost more than a
 // small tile's work), and never releases it. Every matmul that uses tiles starts a new epoch
 // (amx_new_epoch), so each thread reloads once per matmul: another library's tiles on the same thread

@@ -126,10 +126,15 @@ static void rows_q4_K_rp(int n, float* s, const void* vx, size_t bx, const void*
   }
 }
 
-// Repacked IQ4_NL (dot_b32_rp's arithmetic), NR <= 4 weight rows against one activation row: per (row,
+// Repacked MXFP4 (dot_b32_rp's arithmetic), NR <= 4 weight rows against one activation row: per (row,
 // block) the integer is dot_b32_rp's (dpbusd of T::load's w + 128 from y's -128 * lane sums, reduced through
 // rowsum4_256: exact in any order) and float lane r does its fma(isum, dx * y.d, acc): each row's bits are
 // vec_dot_rp's, with 4 chains in flight instead of one.
+struct T_mxfp4 {  // the E2M1 table (2x) shifted by 128
+  typedef block_mxfp4 B;
+  static inline __m256i load(const B& b) { return _mm256_xor_si256(mxfp4_load(b), _mm256_set1_epi8((char)0x80)); }
+  static inline float scale(const B& b) { return e8m0_to_fp32_half(b.e); }
+};
 template <class T, int NR>
 static void gemv_b32_rp(int n, float* s, const void* vx, size_t bx, const void* vy) {
   const block_q8_0* y = (const block_q8_0*)vy;
@@ -145,7 +150,7 @@ static void gemv_b32_rp(int n, float* s, const void* vx, size_t bx, const void* 
     for (int r = 0; r < NR; r++) {
       _mm_prefetch((const char*)(xr[r] + b) + pf_distance(bx, NR), _MM_HINT_T0);
       g[r] = _mm256_dpbusd_epi32(init, T::load(xr[r][b]), yq);
-      dx[r] = h2f(xr[r][b].d);
+      dx[r] = T::scale(xr[r][b]);
     }
     acc = _mm_fmadd_ps(_mm_cvtepi32_ps(rowsum4_256(g)), _mm_mul_ps(_mm_load_ps(dx), _mm_set1_ps(h2f(y[b].d))), acc);
   }
@@ -166,7 +171,7 @@ static void rows_b32_rp(int n, float* s, const void* vx, size_t bx, const void* 
 
 static void install_gemv_rows(type_traits* t) {
   t[GGML_TYPE_Q4_K].vec_dot_rp_rows = rows_q4_K_rp;
-  t[GGML_TYPE_IQ4_NL].vec_dot_rp_rows = rows_b32_rp<T_iq4_nl>;
+  t[GGML_TYPE_MXFP4].vec_dot_rp_rows = rows_b32_rp<T_mxfp4>;
   t[GGML_TYPE_Q8_0].vec_dot_rows = rows_signed<T_q8_0>;
   t[GGML_TYPE_Q4_0].vec_dot_rows = rows_signed<T_q4_0>;
   t[GGML_TYPE_Q5_0].vec_dot_rows = rows_signed<T_q5_0>;

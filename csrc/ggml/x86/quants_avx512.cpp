@@ -348,7 +348,7 @@ static void dot_q2_K_rp_512(int n, float* s, const void* vx, const void* vy, siz
   }
 }
 PYLLM_KERNEL_FAMILY(K_q2_K_rp_512, (dot_q2_K_rp_512<NR>(n, s, x, y, by)));
-// Repacked IQ4_NL / MXFP4 (dot_b32_rp's arithmetic) for groups of 4 / 8 rows: per block each row's integer
+// Repacked MXFP4 (dot_b32_rp's arithmetic) for groups of 4 / 8 rows: per block each row's integer
 // (|w| dpbusd y signed by w: exact), the rows' totals through one reduction tree, and float lane r does
 // dot_b32_rp's fma(isum, dx * y.d, acc) for row r, so the bits are dot_b32_rp's. Other row counts run it.
 template <class W, int NR>
@@ -540,7 +540,6 @@ void quants_override_avx512(type_traits* t) {
   install_gemv_rows(t);
   install_dec_kernels(t);
   t[GGML_TYPE_Q2_K].vec_dot_rp_k = vdk<K_q2_K_rp_512>;  // after install_lowbit_kernels set the 256-bit one
-  t[GGML_TYPE_IQ4_NL].vec_dot_rp_k = vdk<K_b32_rp_512<W_iq4_nl_rp>>;
   t[GGML_TYPE_MXFP4].vec_dot_rp_k = vdk<K_b32_rp_512<W_mxfp4>>;
 }
 

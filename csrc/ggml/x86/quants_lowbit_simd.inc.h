@@ -352,16 +352,15 @@ static void dot_mxfp4(int n, float* s, const void* vx, const void* vy, size_t by
   }
 }
 
-// The 32-element-block types llama.cpp repacks on x86 from AVX2 on (block_mxfp4x8, block_iq4_nlx8:
-// gemv_q4_b32_8x8_q8_0_lut_avx) as its gemv computes them: per block one integer, acc = fma(isum, dx *
-// y.d, acc), no vector reduction. W::load gives the signed weight bytes, W::scale dx.
+// MXFP4 as llama.cpp's x86 builds compute it (they repack it from AVX2 on: block_mxfp4x8,
+// gemv_q4_b32_8x8_q8_0_lut_avx): per block one integer, acc = fma(isum, dx * y.d, acc), no vector
+// reduction. W::load gives the signed weight bytes, W::scale dx. (llama.cpp repacks IQ4_NL the same way;
+// we keep vec_dot's arithmetic for it: without an interleaved weight layout this form's horizontal sum
+// per block and row halves the decode rows kernel, measured 22 -> 8-10 GMAC/s in cache.)
 struct W_mxfp4 {
   typedef block_mxfp4 B;
   static inline __m256i load(const B& b) { return mxfp4_load(b); }
   static inline float scale(const B& b) { return e8m0_to_fp32_half(b.e); }
-};
-struct W_iq4_nl_rp : W_iq4_nl {
-  static inline float scale(const B& b) { return h2f(b.d); }
 };
 template <class W, int NR>
 static void dot_b32_rp(int n, float* s, const void* vx, const void* vy, size_t by) {
@@ -393,7 +392,7 @@ PYLLM_KERNEL_FAMILY(K_q3_K, (dot_q3_K<NR>(n, s, x, y, by)));
 PYLLM_KERNEL_FAMILY(K_mxfp4, (dot_mxfp4<NR>(n, s, x, y, by)));
 template <class W> PYLLM_KERNEL_FAMILY(K_b32_rp, (dot_b32_rp<W, NR>(n, s, x, y, by)));
 
-// `q2k_repack`: llama.cpp repacks Q2_K only in AVX-512 builds, MXFP4 and IQ4_NL from AVX2 on.
+// `q2k_repack`: llama.cpp repacks Q2_K only in AVX-512 builds, MXFP4 from AVX2 on.
 static void install_lowbit_kernels(type_traits* t, bool q2k_repack) {
   auto put = [&](ggml_type id, vec_dot_fn f, vec_dot_k_fn fk) { t[id].vec_dot = f; t[id].vec_dot_k = fk; };
 #define PYLLM_PUT(ID, ...) put(ID, vd1<__VA_ARGS__>, vdk<__VA_ARGS__>)
@@ -410,8 +409,6 @@ static void install_lowbit_kernels(type_traits* t, bool q2k_repack) {
 #undef PYLLM_PUT
   t[GGML_TYPE_MXFP4].vec_dot_rp = vd1<K_b32_rp<W_mxfp4>>;
   t[GGML_TYPE_MXFP4].vec_dot_rp_k = vdk<K_b32_rp<W_mxfp4>>;
-  t[GGML_TYPE_IQ4_NL].vec_dot_rp = vd1<K_b32_rp<W_iq4_nl_rp>>;
-  t[GGML_TYPE_IQ4_NL].vec_dot_rp_k = vdk<K_b32_rp<W_iq4_nl_rp>>;
   t[GGML_TYPE_Q2_K].vec_dot_rp = q2k_repack ? vd1<K_q2_K_rp> : nullptr;
   t[GGML_TYPE_Q2_K].vec_dot_rp_k = q2k_repack ? vdk<K_q2_K_rp> : nullptr;
 }
