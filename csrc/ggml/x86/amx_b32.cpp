@@ -32,15 +32,14 @@ constexpr size_t kAq = 8 * H * 4;  // activation bytes of one block of 16 tokens
 size_t w_bytes(int64_t K) { return (size_t)(K / 32) * (kWq + R * 4); }
 size_t a_bytes(int64_t K) { return (size_t)(K / 32) * (2 * kAq + T * 4); }
 
-// the 32 signed weight bytes of a block: nibble table lookup, low nibbles are elements 0..15
-inline __m256i nibble_lut(const uint8_t* qs, const int8_t* table16) {
-  const __m128i raw = _mm_loadu_si128((const __m128i*)qs);
-  const __m256i nib = _mm256_and_si256(_mm256_setr_m128i(raw, _mm_srli_epi16(raw, 4)), _mm256_set1_epi8(15));
-  return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)table16)), nib);
-}
 struct MXFP4 {
   typedef block_mxfp4 B;
-  static __m256i load(const B& b) { return nibble_lut(b.qs, kvalues_mxfp4); }
+  // the 32 signed weight bytes: the nibbles (low ones are elements 0..15) through the doubled E2M1 table
+  static __m256i load(const B& b) {
+    const __m128i raw = _mm_loadu_si128((const __m128i*)b.qs);
+    const __m256i nib = _mm256_and_si256(_mm256_setr_m128i(raw, _mm_srli_epi16(raw, 4)), _mm256_set1_epi8(15));
+    return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)kvalues_mxfp4)), nib);
+  }
   static float scale(const B& b) { return e8m0_to_fp32_half(b.e); }
 };
 

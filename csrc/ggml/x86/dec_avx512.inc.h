@@ -143,26 +143,21 @@ static inline void dec512_from_lanes(const typename L::B& b, Dec512& o) {
 }
 static inline void dec512(const block_q3_K& b, Dec512& o) { dec512_from_lanes<L_q3_K>(b, o); }
 
-// Q5_K in this form: magnitudes q (0..31, no negatives) and each chunk's scale on both halves give the
-// integer lanes of dot_q45_K_512<true> (its wq / scv are these registers); the mins go beside (dec_mins).
+// Q5_K in this form: the magnitudes are dot_q45_K_512<true>'s own wq registers (load_q45_block), with no
+// negatives, and each chunk's scale sits on both halves, so the lanes are that kernel's; the mins go
+// beside (dec_mins).
 struct L_q5_K {
   typedef block_q5_K B;
   static constexpr float kFactor = 1.f;
 };
 static inline void dec512(const block_q5_K& b, Dec512& o) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F), qh = _mm256_loadu_si256((const __m256i*)b.qh);
-  const __m256i one = _mm256_set1_epi8(1);
-  for (int p = 0; p < 4; p++) {  // chunk 2p: low nibbles of qs[32p..], bit 2p of qh; chunk 2p + 1: high nibbles, bit 2p + 1
-    const __m256i q = _mm256_loadu_si256((const __m256i*)(b.qs + 32 * p));
-    const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p), one), 4);
-    const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p + 1), one), 4);
-    const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), h0);
-    const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), h1);
-    o.aw[p] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+  Q45Block q;
+  load_q45_block<true>(&b, 0, q);
+  for (int p = 0; p < 4; p++) {
+    o.aw[p] = q.wq[p];
     o.m[p] = 0;
   }
-  const __m128i sc8 = _mm_cvtepu8_epi16(q4k_scales_mins(b.scales));  // words 0..7 = the scales
-  o.sc = _mm256_cvtepu16_epi32(sc8);
+  o.sc = _mm256_cvtepu16_epi32(_mm_cvtepu8_epi16(q4k_scales_mins(b.scales)));  // dword c = chunk c's scale
   o.sc = _mm256_or_si256(o.sc, _mm256_slli_epi32(o.sc, 16));
 }
 template <class B> static inline void dec_mins(const B& b, DecSB& o) {
@@ -174,7 +169,6 @@ static inline void dec_mins(const block_q5_K& b, DecSB& o) {
   o.dmin = h2f(b.dmin);
   _mm_storeu_si128((__m128i*)o.mins, _mm_cvtepu8_epi16(_mm_srli_si128(q4k_scales_mins(b.scales), 8)));
 }
-template <class L> constexpr bool kHasMins = std::is_same<typename L::B, block_q5_K>::value;
 
 template <class L>
 static void dec_row(int n, const void* vx, void* out) {
@@ -219,14 +213,36 @@ static inline void dec_scales(__m256i sc, __m512i* scv) {
   for (int p = 0; p < 4; p++) scv[p] = _mm512_permutexvar_epi16(_mm512_load_si512((const void*)kDecScIdx[p]), scw);
 }
 
+// The float side per activation row: dot_lattice's (fma(d * y.d, lanes, acc) per super-block, then
+// kFactor * hsum8), or for Q5_K dot_q45_K_512<true>'s (Q45Acc: the same fma plus the mins through the
+// bsums, a scalar fma per super-block).
+template <class L>
+struct LatAcc {
+  __m256 acc = _mm256_setzero_ps();
+  inline void add(__m256i lanes, const DecSB*, const block_q8_K* y, float d) {
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d * y->d), _mm256_cvtepi32_ps(lanes), acc);
+  }
+  inline float total() const { return L::kFactor * hsum8(acc); }
+};
+template <>
+struct LatAcc<L_q5_K> {
+  Q45Acc<true> a;
+  inline void add(__m256i lanes, const DecSB* b, const block_q8_K* y, float d) {
+    const __m128i mins16 = _mm_loadu_si128((const __m128i*)b->mins);
+    const __m256i bs = _mm256_loadu_si256((const __m256i*)y->bsums);
+    const __m128i prod = _mm_madd_epi16(mins16, _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1)));
+    a.add(lanes, prod, y->d, d, b->dmin);
+  }
+  inline float total() const { return a.total(); }
+};
+
 // Decode (and the k <= 8 rows of verification) on the GGUF blocks: each block decoded once into
-// registers for all NR rows; per row the float side is dot_lattice's (fma(d*y.d, lanes, acc), then
-// kFactor * hsum8), so the bits equal the 256-bit kernel's.
+// registers for all NR rows; per row the float side is dot_lattice's, so the bits equal the 256-bit
+// kernel's.
 template <class L, int NR>
 static void dot_lat512(int n, float* s, const void* vx, const void* vy, size_t by) {
   const typename L::B* x = (const typename L::B*)vx;
-  __m256 acc[NR];
-  for (int r = 0; r < NR; r++) acc[r] = _mm256_setzero_ps();
+  LatAcc<L> acc[NR];
   for (int i = 0; i < n / QK_K; i++) {
     prefetch_next_row<typename L::B>(vx, n / QK_K, i);
     Dec512 w;
@@ -236,38 +252,17 @@ static void dot_lat512(int n, float* s, const void* vx, const void* vy, size_t b
     const float d = h2f(x[i].d);
     for (int r = 0; r < NR; r++) {
       const block_q8_K* y = (const block_q8_K*)row(vy, by, r) + i;
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * y->d), _mm256_cvtepi32_ps(dec_lanes(w.aw, w.m, scv, y->qs)), acc[r]);
+      acc[r].add(dec_lanes(w.aw, w.m, scv, y->qs), nullptr, y, d);
     }
   }
-  for (int r = 0; r < NR; r++) s[r] = L::kFactor * hsum8(acc[r]);
+  for (int r = 0; r < NR; r++) s[r] = acc[r].total();
 }
 
-// Prefill: the same lanes on rows dec_row wrote. Q5_K's float side is dot_q45_K_512<true>'s (Q45Acc:
-// the mins through the bsums, a scalar fma per super-block).
+// Prefill: the same lanes and float side on rows dec_row wrote.
 template <class L, int NR>
 static void dot_dec(int n, float* s, const void* vx, const void* vy, size_t by) {
   const DecSB* x = (const DecSB*)vx;
-  if constexpr (kHasMins<L>) {
-    Q45Acc<true> a[NR];
-    for (int i = 0; i < n / QK_K; i++) {
-      const DecSB& b = x[i];
-      __m512i aw[4], scv[4];
-      const __mmask64 m[4] = {0, 0, 0, 0};
-      for (int p = 0; p < 4; p++) aw[p] = _mm512_load_si512((const void*)(b.aw + 64 * p));
-      dec_scales(_mm256_load_si256((const __m256i*)b.sc), scv);
-      const __m128i mins16 = _mm_loadu_si128((const __m128i*)b.mins);
-      for (int r = 0; r < NR; r++) {
-        const block_q8_K* y = (const block_q8_K*)row(vy, by, r) + i;
-        const __m256i bs = _mm256_loadu_si256((const __m256i*)y->bsums);
-        const __m128i prod = _mm_madd_epi16(mins16, _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1)));
-        a[r].add(dec_lanes(aw, m, scv, y->qs), prod, y->d, b.d, b.dmin);
-      }
-    }
-    for (int r = 0; r < NR; r++) s[r] = a[r].total();
-    return;
-  }
-  __m256 acc[NR];
-  for (int r = 0; r < NR; r++) acc[r] = _mm256_setzero_ps();
+  LatAcc<L> acc[NR];
   for (int i = 0; i < n / QK_K; i++) {
     const DecSB& b = x[i];
     __m512i aw[4], scv[4];
@@ -279,10 +274,10 @@ static void dot_dec(int n, float* s, const void* vx, const void* vy, size_t by) 
     dec_scales(_mm256_load_si256((const __m256i*)b.sc), scv);
     for (int r = 0; r < NR; r++) {
       const block_q8_K* y = (const block_q8_K*)row(vy, by, r) + i;
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(b.d * y->d), _mm256_cvtepi32_ps(dec_lanes(aw, m, scv, y->qs)), acc[r]);
+      acc[r].add(dec_lanes(aw, m, scv, y->qs), &b, y, b.d);
     }
   }
-  for (int r = 0; r < NR; r++) s[r] = L::kFactor * hsum8(acc[r]);
+  for (int r = 0; r < NR; r++) s[r] = acc[r].total();
 }
 
 template <class L> PYLLM_KERNEL_FAMILY(K_dec, (dot_dec<L, NR>(n, s, x, y, by)));

@@ -130,10 +130,8 @@ static void rows_q4_K_rp(int n, float* s, const void* vx, size_t bx, const void*
 // block) the integer is dot_b32_rp's (dpbusd of T::load's w + 128 from y's -128 * lane sums, reduced through
 // rowsum4_256: exact in any order) and float lane r does its fma(isum, dx * y.d, acc): each row's bits are
 // vec_dot_rp's, with 4 chains in flight instead of one.
-struct T_mxfp4 {  // the E2M1 table (2x) shifted by 128
-  typedef block_mxfp4 B;
-  static inline __m256i load(const B& b) { return _mm256_xor_si256(mxfp4_load(b), _mm256_set1_epi8((char)0x80)); }
-  static inline float scale(const B& b) { return e8m0_to_fp32_half(b.e); }
+struct T_mxfp4 : W_mxfp4 {  // the E2M1 table (2x) shifted by 128
+  static inline __m256i load(const B& b) { return _mm256_xor_si256(W_mxfp4::load(b), _mm256_set1_epi8((char)0x80)); }
 };
 template <class T, int NR>
 static void gemv_b32_rp(int n, float* s, const void* vx, size_t bx, const void* vy) {
