@@ -52,6 +52,7 @@ class Params:
     flash_attn: str = "auto"
     n_gpu_layers: str = "auto"
     load_mode: str = "auto"
+    repack: bool = True  # --repack / --no-repack: 16-row weight groups at load (csrc/ggml/repack.h)
     use_mmap: Optional[bool] = None  # --mmap / --no-mmap; None: read in when it fits easily (pyllm.model.Model)
     use_mlock: bool = False
     warmup: bool = True

@@ -197,7 +197,7 @@ class Generator:
         (it loads draft-simple's --spec-draft-model)."""
         draft = None
         if p.speculative and "draft-simple" in p.spec_type.split(",") and p.spec_draft_model:
-            draft = Model(p.spec_draft_model, core=model.core, mmap=p.use_mmap)
+            draft = Model(p.spec_draft_model, core=model.core, mmap=p.use_mmap, repack=p.repack)
         return cls(model, p.n_ctx, n_seq, n_batch=p.n_batch, n_ubatch=p.n_ubatch, n_threads=p.n_threads,
                    spec_type=p.spec_type if p.speculative else "none", n_max=p.spec_draft_n_max,
                    n_min=p.spec_draft_n_min, p_min=p.spec_draft_p_min, synth_len=p.spec_synth_len,

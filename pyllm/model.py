@@ -14,14 +14,19 @@ class Model:
     cache), False reads it into anonymous memory (faster to stream in decode), None (default) reads it in
     when it takes at most half of the available memory, else maps it."""
 
-    def __init__(self, path: str, load_mtp: bool = False, core=None, mmap: Optional[bool] = None):
+    def __init__(self, path: str, load_mtp: bool = False, core=None, mmap: Optional[bool] = None, repack: bool = True):
         if core is None:
             from ._native import core
         self.core = core
         self.path = str(path)
         # ValueError / GGUFError with the file's name
-        self._m = core.Model(self.path, load_mtp=load_mtp, mmap=-1 if mmap is None else int(bool(mmap)))
+        kw = {} if repack else {"repack": False}  # (a test's stand-in core need not know the option)
+        self._m = core.Model(self.path, load_mtp=load_mtp, mmap=-1 if mmap is None else int(bool(mmap)), **kw)
         m = self._m
+        # load-time 16-row groups (--repack): matrices, bytes, bytes copied out of a mapped file
+        self.n_grouped: int = int(getattr(m, "n_grouped", 0))
+        self.grouped_bytes: int = int(getattr(m, "grouped_bytes", 0))
+        self.grouped_copied_bytes: int = int(getattr(m, "grouped_copied_bytes", 0))
         self.arch: str = m.arch
         self.n_vocab: int = int(m.n_vocab)
         self.n_embd: int = int(m.n_embd)
@@ -47,6 +52,16 @@ class Model:
         self.is_eog = m.is_eog
         self._guidance = None
         self._guidance_lock = threading.Lock()
+
+    def repack_desc(self) -> str:
+        """The load's weight conversion as one log line (--repack)."""
+        if not self.n_grouped:
+            return "weights in the file's layout (no matrix put into 16-row groups: --no-repack, no AVX-512, or no Q4_K)"
+        mib = 2 ** 20
+        where = (f"{self.grouped_copied_bytes / mib:.2f} MiB of them copied out of the mapped file into anonymous memory"
+                 if self.grouped_copied_bytes else "converted in place")
+        return (f"repacked {self.n_grouped} matrices ({self.grouped_bytes / mib:.2f} MiB) into 16-row groups, {where} "
+                f"(--no-repack keeps the file's layout)")
 
     def guidance(self):
         """llguidance's view of this vocabulary (pyllm.structured.GuidanceTokenizer), built on the first

@@ -33,7 +33,7 @@ CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n
 
 
 class Model:
-    def __init__(self, path: str, load_mtp: bool = False, mmap: int = -1):
+    def __init__(self, path: str, load_mtp: bool = False, mmap: int = -1, repack: bool = True):
         if not os.path.exists(path):
             raise ValueError(f"failed to open GGUF file '{path}': No such file or directory")
         with open(path, "rb") as f:

@@ -202,6 +202,37 @@ def test_decode_rows_repacked_q4_K(level):
 
 
 @pytest.mark.parametrize("level", LEVELS)
+def test_grouped_q4_K_equals_rows(level):
+    """Q4_K in 16-row groups (a model's load at avx512/amx; ggml/repack.h): every (row, token) result is the
+    GGUF layout's vec_dot_rp bits (the avx2 level's rp kernels at the scalar level, which has none), for decode,
+    verification batches of 2..8, their remainders past 8, the AMX tiles from 64 tokens, 1 and 2 threads, and rows
+    whose scales and mins take their extreme values."""
+    rng = np.random.default_rng(41)
+    t = QT.Q4_K
+    ref_level = "avx2" if level == "scalar" else level
+    for k, n_rows in ((256, 48), (256 * 5, 32)):
+        w = weights(t, n_rows, k, rng)
+        blk = w.reshape(n_rows, k // 256, 144)
+        blk[0, :, 4:16] = 0xFF       # row 0: every 6-bit scale and min 63
+        blk[1, :, 16:] = 0xFF        # row 1: every nibble 15
+        blk[2, :, 4:16] = 0x00       # row 2: scales and mins 0
+        x = rng.standard_normal((70, k)).astype(np.float32)
+        x[3] *= 1e-3
+        x[4] = 127.0                 # one activation row at a constant (its q8 all 127)
+        c.set_simd_level(ref_level)
+        want = np.concatenate([c.matmul(int(t), w, n_rows, x[b:b + 1]) for b in range(len(x))])
+        c.set_simd_level(level)
+        for b in (1, 2, 3, 5, 8, 9, 17, 64, 70):
+            for nt in (1, 2):
+                got = c.matmul(int(t), w, n_rows, x[:b], nt, grouped=True)
+                assert np.array_equal(bits(got), bits(want[:b])), f"{level} K={k} B={b} threads={nt}"
+    with pytest.raises(ValueError, match="16-row groups"):
+        c.matmul(int(t), weights(t, 24, 256, rng), 24, x[:1, :256], grouped=True)
+    with pytest.raises(ValueError, match="16-row groups"):
+        c.matmul(int(QT.Q8_0), weights(QT.Q8_0, 16, 256, rng), 16, x[:1, :256], grouped=True)
+
+
+@pytest.mark.parametrize("level", LEVELS)
 def test_matmul_multi_equals_matmul(level):
     """Q/K/V (or gate/up) in one dispatch: each output is matmul's, bit for bit, with mixed weight types (two
     activation quantizations), for decode, verification and prefill batches and 1 or 2 threads."""

@@ -24,6 +24,8 @@ def main(argv=None):
     ap.add_argument("-K", type=int, default=2048, help="row length")
     ap.add_argument("-t", type=int, default=2, help="threads")
     ap.add_argument("-r", type=int, default=5, help="repetitions (best is kept)")
+    ap.add_argument("-nr", "--no-repack", action="store_true",
+                    help="keep the GGUF row layout (default: 16-row groups where a model's load makes them)")
     a = ap.parse_args(argv)
     rng = np.random.default_rng(0)
     bs = [int(b) for b in a.B.split(",")]
@@ -38,7 +40,7 @@ def main(argv=None):
             _core.quantize(tid, rng.standard_normal(a.N * a.K).astype(np.float32))
         cells = []
         for b in bs:
-            sec = _core.bench_matmul(tid, w, a.N, a.K, b, a.t, a.r)
+            sec = _core.bench_matmul(tid, w, a.N, a.K, b, a.t, a.r, grouped=not a.no_repack)
             cells.append(f"{a.N * a.K * b / sec / 1e9:10.2f}")
         print(f"{name:>7} " + " ".join(cells))
 

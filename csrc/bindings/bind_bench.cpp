@@ -16,7 +16,7 @@ void bind_bench(nb::module_& m) {
         nb::call_guard<nb::gil_scoped_release>(),
         "Best of `passes` multithreaded reads of a `bytes` buffer, in bytes per second.");
   using u8_in = nb::ndarray<const uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
-  m.def("bench_matmul", [](int type, u8_in w, int64_t N, int64_t K, int B, int n_threads, int reps) {
+  m.def("bench_matmul", [](int type, u8_in w, int64_t N, int64_t K, int B, int n_threads, int reps, bool grouped) {
     if (!type_id_valid(type) || !get_type_traits((ggml_type)type).compute)
       throw std::invalid_argument("bench_matmul: type " + std::to_string(type) + " has no matmul kernel");
     if (K % get_type_traits((ggml_type)type).blck_size != 0)
@@ -26,9 +26,11 @@ void bind_bench(nb::module_& m) {
       throw std::invalid_argument("bench_matmul: " + std::to_string(N) + " rows need " + std::to_string(need) +
                                   " bytes, got " + std::to_string(w.shape(0)));
     nb::gil_scoped_release rel;
-    return bench_matmul((ggml_type)type, w.data(), N, K, B, n_threads, reps);
+    return bench_matmul((ggml_type)type, w.data(), N, K, B, n_threads, reps, grouped);
   }, nb::arg("type"), nb::arg("w"), nb::arg("N"), nb::arg("K"), nb::arg("B"), nb::arg("n_threads"), nb::arg("reps") = 5,
-  "Best time in seconds of one matmul of N x K weights (`type` blocks) by B random activation rows.");
+  nb::arg("grouped") = true,
+  "Best time in seconds of one matmul of N x K weights (`type` blocks) by B random activation rows; grouped: "
+  "in 16-row groups where a model's load would put them (--no-repack: False).");
 }
 
 }  // namespace pyllm

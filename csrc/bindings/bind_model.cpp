@@ -185,8 +185,8 @@ void bind_model(nb::module_& m) {
       .def_rw("spec_p_min", &SeqArgs::spec_p_min);
 
   nb::class_<PyModel>(m, "Model")
-      .def("__init__", [](PyModel* self, const std::string& path, bool load_mtp, int mmap) {
-        LoadOptions opt; opt.load_mtp = load_mtp;
+      .def("__init__", [](PyModel* self, const std::string& path, bool load_mtp, int mmap, bool repack) {
+        LoadOptions opt; opt.load_mtp = load_mtp; opt.repack = repack;
         opt.weights = mmap < 0 ? Residency::Auto : mmap ? Residency::Map : Residency::Copy;
         std::unique_ptr<Model> mdl;
         {
@@ -194,7 +194,10 @@ void bind_model(nb::module_& m) {
           mdl = Model::load(path, opt);
         }
         new (self) PyModel{std::move(mdl)};
-      }, nb::arg("path"), nb::arg("load_mtp") = false, nb::arg("mmap") = -1)
+      }, nb::arg("path"), nb::arg("load_mtp") = false, nb::arg("mmap") = -1, nb::arg("repack") = true)
+      .def_prop_ro("n_grouped", [](const PyModel& p) { return p.m->n_grouped(); })
+      .def_prop_ro("grouped_bytes", [](const PyModel& p) { return p.m->grouped_bytes(); })
+      .def_prop_ro("grouped_copied_bytes", [](const PyModel& p) { return p.m->grouped_copied_bytes(); })
       .def_prop_ro("weights_copied", [](const PyModel& p) { return p.m->gguf().copied(); })
       .def_prop_ro("arch", [](const PyModel& p) { return p.m->arch(); })
       .def_prop_ro("path", [](const PyModel& p) { return p.m->gguf().path(); })

@@ -14,6 +14,7 @@
 
 #include "bindings/bindings.h"
 #include "cpu/matmul.h"
+#include "ggml/repack.h"
 #include "ggml/quants.h"
 #include "cpu/threadpool.h"
 #include "ggml/quants_lanes.h"
@@ -143,7 +144,7 @@ void bind_quants(nb::module_& m) {
   "One weight row against k <= 8 float32 rows (shape (k, n)) via the traits' vec_dot_k, or with repacked=True "
   "vec_dot_rp_k (llama.cpp's repacked-weight arithmetic); raises when it is null.");
 
-  m.def("matmul", [](int type, u8_in w, int64_t N, f32_in2 x, int n_threads) {
+  m.def("matmul", [](int type, u8_in w, int64_t N, f32_in2 x, int n_threads, bool grouped) {
     const type_traits& t = traits_for(type);
     if (!t.compute) throw std::invalid_argument(std::string(t.name) + ": no matmul kernel");
     const int64_t B = (int64_t)x.shape(0), K = (int64_t)x.shape(1);
@@ -155,6 +156,13 @@ void bind_quants(nb::module_& m) {
     Weight W;
     W.name = "matmul"; W.type = (ggml_type)type; W.ne[0] = K; W.ne[1] = N;
     W.nb1 = row_size((ggml_type)type, K); W.nb2 = W.nb1 * N; W.data = w.data();
+    std::vector<uint8_t> groups;
+    if (grouped) {
+      if (!interleave_supported(W.type) || N % kGroupRows)  // any SIMD level: each has a group kernel
+        throw std::invalid_argument(std::string("matmul: ") + t.name + " rows cannot go into 16-row groups (N = " + std::to_string(N) + ")");
+      groups.resize(W.nb2);
+      group_rows(W, groups.data());
+    }
     std::vector<float> y((size_t)B * N);
     {
       nb::gil_scoped_release rel;
@@ -165,9 +173,10 @@ void bind_quants(nb::module_& m) {
     auto* heap = new std::vector<float>(std::move(y));
     nb::capsule owner(heap, [](void* p) noexcept { delete (std::vector<float>*)p; });
     return nb::ndarray<nb::numpy, float, nb::ndim<2>>(heap->data(), 2, shape, owner);
-  }, nb::arg("type"), nb::arg("w"), nb::arg("N"), nb::arg("x"), nb::arg("n_threads") = 1,
+  }, nb::arg("type"), nb::arg("w"), nb::arg("N"), nb::arg("x"), nb::arg("n_threads") = 1, nb::arg("grouped") = false,
   "Y = x W^T as a model's forward computes it (activations quantized to the vec_dot_type, the batch path "
-  "matmul picks for x's row count); x has shape (B, K), w holds N rows; returns (B, N) float32.");
+  "matmul picks for x's row count); x has shape (B, K), w holds N rows; returns (B, N) float32. grouped: "
+  "the rows put into 16-row groups first, as a model's load does (ggml/repack.h).");
 
   m.def("matmul_multi", [](std::vector<std::tuple<int, u8_in, int64_t>> ws, f32_in2 x, int n_threads) {
     const int64_t B = (int64_t)x.shape(0), K = (int64_t)x.shape(1);

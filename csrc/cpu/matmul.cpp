@@ -8,6 +8,7 @@
 
 #include "ggml/fp16.h"
 #include "ggml/quants.h"
+#include "ggml/repack.h"
 
 namespace pyllm {
 
@@ -141,9 +142,35 @@ static void mm_rows_decoded(const Weight& W, const QuantActs& qa, float* Y, int6
   }
 }
 
+// Weights in 16-row groups: each group meets the tokens kMaxRowsK at a time (x16_tile), so its blocks are
+// decoded once per 8 tokens for 16 rows, and each row's bits are vec_dot_rp's whatever B is. [n0, n1) may
+// cut a group: its rows outside are computed and dropped.
+static void mm_groups(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy, int64_t n0, int64_t n1) {
+  const x16_tile_fn tile = get_type_traits(W.type).x16_tile;
+  const int K = (int)W.ne[0];
+  float c[kMaxRowsK][kGroupRows];
+  for (int64_t g = n0 / kGroupRows * kGroupRows; g < n1; g += kGroupRows) {
+    const uint8_t* wg = W.data + g * W.nb1;
+    const int64_t a = std::max(n0, g), e = std::min(n1, g + kGroupRows);
+    for (int t0 = 0; t0 < qa.B; t0 += kMaxRowsK) {
+      const int k = std::min(kMaxRowsK, qa.B - t0);
+      if (a == g && e == g + kGroupRows) {
+        tile(K, wg, qa.row(t0), qa.row_bytes, k, Y + t0 * ldy + g, ldy);
+        continue;
+      }
+      tile(K, wg, qa.row(t0), qa.row_bytes, k, &c[0][0], kGroupRows);
+      for (int j = 0; j < k; j++) std::memcpy(Y + (t0 + j) * ldy + a, &c[j][a - g], (e - a) * sizeof(float));
+    }
+  }
+}
+
 // Rows [n0, n1) of W against all B activation rows, tiled so a block of weight rows stays in
 // L1/L2 while it meets every token of a token block.
 static void mm_rows(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy, int64_t n0, int64_t n1) {
+  if (W.grouped) {
+    mm_groups(W, qa, Y, ldy, n0, n1);
+    return;
+  }
   const RowKernels rk = row_kernels(W);
   const int K = (int)W.ne[0];
   const int B = qa.B;
@@ -281,9 +308,13 @@ static void mm_rows_tiled(const Weight& W, const QuantActs& qa, const Panels& P,
 // meets every panel with amx_tile (the same bits as the row kernels, so the path is free to choose).
 // From amx_min_rows tokens (16, a full token tile, where the row kernels are fast: below it the tile
 // computes mostly padding).
+// Grouped weights: below 64 tokens the group kernel beats the tile, which pays for the rows' return to GGUF
+// layout (measured: Q4_K, K = 5120, -t 1: 88 vs 40 GMAC/s at 16 tokens, 86 vs 86-91 at 64, 74 vs 100 at 512).
+constexpr int kGroupedAmxMinRows = 64;
 static bool use_amx(const Weight& W, const QuantActs& qa) {
   const auto& t = get_type_traits(W.type);
-  return t.amx_tile && qa.B >= t.amx_min_rows && W.ne[1] >= kAmxRows && row_kernels(W).rp && get_type_traits(qa.type).amx_pack;
+  return t.amx_tile && qa.B >= (W.grouped ? kGroupedAmxMinRows : t.amx_min_rows) && W.ne[1] >= kAmxRows && (W.grouped || row_kernels(W).rp) &&
+         get_type_traits(qa.type).amx_pack;
 }
 static void pack_amx(ThreadPool* tp, const QuantActs& qa, Panels& P) {
   const auto& vt = get_type_traits(qa.type);
@@ -295,7 +326,14 @@ static void mm_rows_amx(const Weight& W, const QuantActs& qa, const Panels& P, f
   const int K = (int)W.ne[0];
   thread_local std::vector<uint8_t> wbuf;
   uint8_t* w = aligned_scratch(wbuf, tr.amx_w_bytes(K));
-  tr.amx_dec(K, W.data + r0 * W.nb1, W.nb1, w);
+  const uint8_t* rows = W.data + r0 * W.nb1;
+  if (W.grouped) {  // the group's 16 rows back in GGUF layout for amx_dec (r0 % 16 == 0)
+    thread_local std::vector<uint8_t> rbuf;
+    uint8_t* rb = aligned_scratch(rbuf, kAmxRows * W.nb1);
+    for (int i = 0; i < kAmxRows; i++) deinterleave_row(W.type, rows, i, K, rb + i * W.nb1);
+    rows = rb;
+  }
+  tr.amx_dec(K, rows, W.nb1, w);
   float c[kAmxCols][kAmxRows];
   for (int p = 0; p < P.n; p++) {
     const int t0 = p * kAmxCols, nt = std::min(kAmxCols, qa.B - t0);
@@ -309,6 +347,7 @@ enum class MmPath { Rows, Tiles, DecTiles, Amx };
 constexpr int kMmPaths = 4;
 static MmPath choose_path(const Weight& W, const QuantActs& qa) {
   if (use_amx(W, qa)) return MmPath::Amx;
+  if (W.grouped) return MmPath::Rows;  // the tiles read GGUF rows
   if (use_dec_tiles(W, qa)) return MmPath::DecTiles;
   if (use_tiles(W, qa)) return MmPath::Tiles;
   return MmPath::Rows;
@@ -420,7 +459,15 @@ void matmul_q_st(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy, in
   if (use_amx(W, qa) && n1 - n0 >= kAmxRows) {  // an expert's routed rows: 16-row tiles, each thread packs its own panels
     thread_local Panels tl_panels;
     pack_for(MmPath::Amx, nullptr, qa, tl_panels);
+    if (W.grouped && r % kAmxRows) {  // groups start at multiples of 16
+      r = std::min(n1, (r / kAmxRows + 1) * kAmxRows);
+      mm_groups(W, qa, Y, ldy, n0, r);
+    }
     for (; r + kAmxRows <= n1; r += kAmxRows) mm_rows_amx(W, qa, tl_panels, Y, ldy, r);
+  }
+  if (W.grouped) {
+    if (r < n1) mm_groups(W, qa, Y, ldy, r, n1);
+    return;
   }
   const RowKernels rk = row_kernels(W);
   const int K = (int)W.ne[0];
@@ -441,9 +488,33 @@ void matmul(ThreadPool& tp, const Weight& W, const float* X, int64_t ldx, int B,
   matmul_q(tp, W, qa, Y, ldy);
 }
 
+void copy_row(const Weight& W, int64_t id, uint8_t* out) {
+  if (W.grouped) deinterleave_row(W.type, W.data + id / kGroupRows * kGroupRows * W.nb1, (int)(id % kGroupRows), W.ne[0], out);
+  else std::memcpy(out, W.data + id * W.nb1, W.nb1);
+}
+
 void get_row(const Weight& W, int64_t id, float* out) {
   const auto& tr = get_type_traits(W.type);
-  tr.to_float(W.data + id * W.nb1, out, W.ne[0]);
+  if (!W.grouped) {
+    tr.to_float(W.data + id * W.nb1, out, W.ne[0]);
+    return;
+  }
+  thread_local std::vector<uint8_t> row;
+  row.resize(W.nb1);
+  copy_row(W, id, row.data());
+  tr.to_float(row.data(), out, W.ne[0]);
+}
+
+bool can_group(const Weight& W) {
+  const char* lv = simd_level();
+  return interleave_supported(W.type) && get_type_traits(W.type).x16_tile && W.ne[1] % kGroupRows == 0 &&
+         W.ne[0] % QK_K == 0 && (!std::strcmp(lv, "avx512") || !std::strcmp(lv, "amx"));
+}
+
+void group_rows(Weight& W, uint8_t* data) {
+  interleave_rows(W.type, W.data, data, W.ne[1] * W.ne[2] * W.ne[3], W.ne[0]);
+  W.data = data;
+  W.grouped = true;
 }
 
 }  // namespace pyllm

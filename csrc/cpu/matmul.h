@@ -4,6 +4,7 @@
 // Batch invariance: each (weight row, activation row) pair uses the same kernel whatever B is.
 #pragma once
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -19,11 +20,15 @@ struct Weight {
   const uint8_t* data = nullptr;
   size_t nb1 = 0;  // bytes per row
   size_t nb2 = 0;  // bytes per expert matrix
+  // rows interleaved in groups of 16 (ggml/repack.h, converted at load; matmul uses the type's x16_tile):
+  // row r's bytes are in group r / 16 at data + (r / 16) * 16 * nb1
+  bool grouped = false;
   bool valid() const { return data != nullptr; }
   Weight expert(int64_t e) const {  // the e-th matrix of a 3-D expert tensor
     Weight w = *this; w.data = data + e * nb2; w.ne[2] = 1; return w;
   }
-  Weight rows(int64_t r0, int64_t n) const {  // a contiguous slice of output rows
+  Weight rows(int64_t r0, int64_t n) const {  // a contiguous slice of output rows (grouped: r0 % 16 == 0)
+    if (grouped && r0 % 16) throw std::logic_error("tensor '" + name + "': a slice of 16-row groups must start at a multiple of 16, not " + std::to_string(r0));
     Weight w = *this; w.data = data + r0 * nb1; w.ne[1] = n; w.nb2 = n * nb1; return w;
   }
 };
@@ -61,5 +66,13 @@ void gather_acts(const QuantActs& qa, const int* rows, int m, QuantActs& out);
 
 // Embedding lookup: row `id` of W dequantized to float.
 void get_row(const Weight& W, int64_t id, float* out);
+// Row `id` of W in its GGUF layout (row_size bytes), for grouped weights too.
+void copy_row(const Weight& W, int64_t id, uint8_t* out);
+// Whether W can go into 16-row groups: its type has a group layout, its rows come in whole groups, and this
+// SIMD level's group kernel is the fast one (avx512, amx; the others have the reference).
+bool can_group(const Weight& W);
+// W's rows into 16-row groups at dst (W.nb2 * experts bytes; dst == W.data where that is writable), and W
+// pointed at them.
+void group_rows(Weight& W, uint8_t* dst);
 
 }  // namespace pyllm

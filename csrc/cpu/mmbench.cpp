@@ -13,7 +13,7 @@
 
 namespace pyllm {
 
-double bench_matmul(ggml_type type, const uint8_t* w, int64_t N, int64_t K, int B, int n_threads, int reps) {
+double bench_matmul(ggml_type type, const uint8_t* w, int64_t N, int64_t K, int B, int n_threads, int reps, bool grouped) {
   if (N < 1 || K < 1 || B < 1 || n_threads < 1 || reps < 1)
     throw std::invalid_argument("bench_matmul: N, K, B, n_threads and reps must be >= 1");
   Weight W;
@@ -23,6 +23,11 @@ double bench_matmul(ggml_type type, const uint8_t* w, int64_t N, int64_t K, int 
   W.nb1 = row_size(type, K);
   W.nb2 = W.nb1 * N;
   W.data = w;
+  std::vector<uint8_t> groups;
+  if (grouped && can_group(W)) {
+    groups.resize(W.nb2);
+    group_rows(W, groups.data());
+  }
   const int64_t ldy = N;
   std::vector<float> X((size_t)B * K), Y((size_t)B * ldy);  // [B][K] in, [B][ldy] out
   std::mt19937 rng(1234);

@@ -8,7 +8,9 @@
 namespace pyllm {
 
 // w: N rows of `type` blocks (K elements each). Activations are random floats; they are quantized
-// inside each timed call, as in a model's forward. Returns the best of `reps` calls, in seconds.
-double bench_matmul(ggml_type type, const uint8_t* w, int64_t N, int64_t K, int B, int n_threads, int reps);
+// inside each timed call, as in a model's forward. grouped: the rows put into 16-row groups first, where a
+// model's load would (can_group). Returns the best of `reps` calls, in seconds.
+double bench_matmul(ggml_type type, const uint8_t* w, int64_t N, int64_t K, int B, int n_threads, int reps,
+                    bool grouped = false);
 
 }  // namespace pyllm

@@ -64,6 +64,10 @@ typedef void (*amx_tile_fn)(int K, const void* wpanel, const void* apanel, float
 constexpr int kDecTileRows = 16, kDecTileCols = 16;
 typedef void (*dec_tile_pack_fn)(int64_t K, const void* dec, int i, void* tile);
 typedef void (*dec_tile_fn)(int64_t K, const void* tile, const void* panel, float* C, size_t ldc, int nc);
+// Weights in 16-row groups (ggml/repack.h; every SIMD level, for the types interleave_supported names): the
+// group g's 16 rows against k <= kMaxRowsK activation rows (by bytes apart), C[t * ldc + r] = row r . token t,
+// each row with vec_dot_rp's bits (vec_dot's for a type without rp arithmetic) whatever k is.
+typedef void (*x16_tile_fn)(int n, const void* g, const void* y, size_t by, int k, float* C, size_t ldc);
 
 struct type_traits {
   const char* name;       // GGML's name, e.g. "q4_K"
@@ -105,6 +109,7 @@ struct type_traits {
   dec_tile_fn dec_tile = nullptr;
   gemm_pack_fn dec_panel_pack = nullptr;  // their activation panels (vec_dot_type)
   size_t (*dec_panel_bytes)(int64_t K) = nullptr;
+  x16_tile_fn x16_tile = nullptr;  // weights in 16-row groups (decode, verification, prefill without AMX)
 };
 
 // THE table (csrc/ggml/traits.cpp). Index by id; ids outside [0, GGML_TYPE_COUNT) are invalid.

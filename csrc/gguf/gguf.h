@@ -66,6 +66,8 @@ class GGUFFile {
 
   const std::string& path() const { return path_; }
   bool copied() const { return copied_; }  // Residency::Copy (or Auto that chose it)
+  // t's bytes, writable: copied files only (anonymous private memory), else null (a read-only map)
+  uint8_t* writable(const GGUFTensor& t) const { return copied_ ? const_cast<uint8_t*>(t.data) : nullptr; }
   size_t file_size() const { return size_; }
   uint32_t version() const { return version_; }
   size_t alignment() const { return alignment_; }

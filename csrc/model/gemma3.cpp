@@ -19,8 +19,8 @@ struct Layer {
 
 class Gemma3Model : public Model {
  public:
-  Gemma3Model(std::unique_ptr<GGUFFile> f) {
-    init_common(std::move(f));
+  Gemma3Model(std::unique_ptr<GGUFFile> f, const LoadOptions& opt) {
+    init_common(std::move(f), opt);
     n_head = hp_int("attention.head_count", 0, true);
     n_head_kv = hp_int("attention.head_count_kv", n_head);
     head_dim = hp_int("attention.key_length", n_embd / n_head);
@@ -146,8 +146,8 @@ class Gemma3Model : public Model {
 
 }  // namespace
 
-std::unique_ptr<Model> build_gemma3(std::unique_ptr<GGUFFile> f, const LoadOptions&) {
-  return std::make_unique<Gemma3Model>(std::move(f));
+std::unique_ptr<Model> build_gemma3(std::unique_ptr<GGUFFile> f, const LoadOptions& opt) {
+  return std::make_unique<Gemma3Model>(std::move(f), opt);
 }
 
 }  // namespace pyllm

@@ -17,8 +17,8 @@ struct Layer {
 
 class LlamaModel : public Model {
  public:
-  LlamaModel(std::unique_ptr<GGUFFile> f) {
-    init_common(std::move(f));
+  LlamaModel(std::unique_ptr<GGUFFile> f, const LoadOptions& opt) {
+    init_common(std::move(f), opt);
     n_head = hp_int("attention.head_count", 0, true);
     n_head_kv = hp_int("attention.head_count_kv", n_head);
     head_dim = hp_int("attention.key_length", n_embd / n_head);
@@ -110,8 +110,8 @@ class LlamaModel : public Model {
 
 }  // namespace
 
-std::unique_ptr<Model> build_llama(std::unique_ptr<GGUFFile> f, const LoadOptions&) {
-  return std::make_unique<LlamaModel>(std::move(f));
+std::unique_ptr<Model> build_llama(std::unique_ptr<GGUFFile> f, const LoadOptions& opt) {
+  return std::make_unique<LlamaModel>(std::move(f), opt);
 }
 
 }  // namespace pyllm

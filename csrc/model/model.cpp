@@ -3,6 +3,7 @@
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <sstream>
 
 namespace pyllm {
@@ -29,8 +30,9 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
   return it->second(std::move(file), opt);
 }
 
-void Model::init_common(std::unique_ptr<GGUFFile> file) {
+void Model::init_common(std::unique_ptr<GGUFFile> file, const LoadOptions& opt) {
   file_ = std::move(file);
+  repack_ = opt.repack;
   arch_ = file_->get_str("general.architecture", "");
   n_embd = hp_int("embedding_length", 0, true);
   n_layer = hp_int("block_count", 0, true);
@@ -98,6 +100,23 @@ Weight Model::tensor_any(const std::string& name, bool required) const {
   for (int i = 0; i < 4; i++) w.ne[i] = t->ne[i];
   w.nb1 = row_size(t->type, t->ne[0]);
   w.nb2 = w.nb1 * t->ne[1];
+  // a fused gate_up expert matrix is sliced at its middle row (cpu/moe.cpp), which must start a group
+  const bool sliced = name.find("gate_up") != std::string::npos && w.ne[1] % (2 * 16);
+  if (!repack_ || sliced || !can_group(w)) return w;
+  auto it = grouped_.find(name);
+  if (it != grouped_.end()) return it->second;
+  uint8_t* dst = file_->writable(*t);  // in place when the file was read into memory
+  if (!dst) {  // a mapped file: the groups go to anonymous memory, the file's pages stay evictable
+    void* m = std::aligned_alloc(64, (t->nbytes + 63) / 64 * 64);
+    if (!m) throw ModelError("GGUF file '" + file_->path() + "': cannot allocate " + std::to_string(t->nbytes) + " bytes to put tensor '" + name + "' into 16-row groups (--no-repack keeps the file's layout)");
+    owned_.emplace_back((uint8_t*)m, std::free);
+    dst = (uint8_t*)m;
+    grouped_copied_bytes_ += t->nbytes;
+  }
+  group_rows(w, dst);
+  n_grouped_++;
+  grouped_bytes_ += t->nbytes;
+  grouped_[name] = w;
   return w;
 }
 

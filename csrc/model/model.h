@@ -24,6 +24,9 @@ struct ModelError : std::runtime_error { using std::runtime_error::runtime_error
 struct LoadOptions {
   bool load_mtp = false;
   Residency weights = Residency::Auto;  // --mmap / --no-mmap / neither (gguf/gguf.h)
+  // --repack / --no-repack: matrices of the types with a 16-row group layout (ggml/repack.h) converted to it
+  // at load, where the SIMD level has a group kernel (avx512, amx)
+  bool repack = true;
 };
 
 class Model {
@@ -55,9 +58,14 @@ class Model {
   std::string desc;
   size_t size_bytes = 0;
   int64_t n_params = 0;
+  // load-time conversions: matrices put into 16-row groups, their bytes, and how many of those bytes are a
+  // copy in anonymous memory (a mapped file; read into memory, the groups replace the file's bytes in place)
+  int n_grouped() const { return n_grouped_; }
+  size_t grouped_bytes() const { return grouped_bytes_; }
+  size_t grouped_copied_bytes() const { return grouped_copied_bytes_; }
 
  protected:
-  void init_common(std::unique_ptr<GGUFFile> file);
+  void init_common(std::unique_ptr<GGUFFile> file, const LoadOptions& opt);
   // Weight lookup with shape validation; optional returns an invalid Weight when absent.
   Weight tensor(const std::string& name, std::vector<int64_t> shape, bool required = true) const;
   Weight tensor_any(const std::string& name, bool required = true) const;
@@ -70,6 +78,13 @@ class Model {
   std::unique_ptr<GGUFFile> file_;
   std::string arch_;
   std::shared_ptr<Tokenizer> tok_;  // shared_ptr: the type stays incomplete here
+  bool repack_ = true;
+  // grouped matrices by name (a second lookup of a tensor, e.g. a tied output, must not convert it again)
+  // and the anonymous memory of those copied out of a mapped file
+  mutable std::map<std::string, Weight> grouped_;
+  mutable std::vector<std::unique_ptr<uint8_t, void (*)(void*)>> owned_;
+  mutable int n_grouped_ = 0;
+  mutable size_t grouped_bytes_ = 0, grouped_copied_bytes_ = 0;
 };
 
 using ModelBuilder = std::function<std::unique_ptr<Model>(std::unique_ptr<GGUFFile>, const LoadOptions&)>;

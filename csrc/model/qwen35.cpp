@@ -37,7 +37,7 @@ struct Layer {
 class Qwen35Model : public Model {
  public:
   Qwen35Model(std::unique_ptr<GGUFFile> f, const LoadOptions& opt, bool moe) : is_moe(moe) {
-    init_common(std::move(f));
+    init_common(std::move(f), opt);
     n_nextn = hp_int("nextn_predict_layers", 0);
     n_trunk = n_layer - n_nextn;
     if (n_trunk <= 0) throw ModelError("GGUF file '" + file_->path() + "': block_count must exceed nextn_predict_layers");

@@ -26,7 +26,7 @@ void convert_rows(ThreadPool& tp, const Weight& head, const std::vector<int32_t>
   const int64_t E = head.ne[0];
   const size_t rb = row_size(t, E);
   if (t == head.type) {  // same type: the bytes as they are
-    for (size_t r = 0; r < ids.size(); r++) std::copy_n(head.data + (size_t)ids[r] * head.nb1, rb, dst + r * rb);
+    for (size_t r = 0; r < ids.size(); r++) copy_row(head, ids[r], dst + r * rb);
     return;
   }
   tp.parallel_for((int64_t)ids.size(), [&](int64_t r0, int64_t r1) {

@@ -189,14 +189,15 @@ class PyllmRunner:
         self.verbose = verbose
         self.path: Optional[str] = None
         self.use_mmap: Optional[int] = None
+        self.repack = 1
         self.model = None
         self.info: Dict = {}
         self.weights: Optional[WeightModel] = None
         self.rng = random.Random(1)  # llama-bench's std::rand() is unseeded: a fixed sequence as well
         self.last_dispatches = (0, 0)  # the last sample's thread-pool dispatches and wait ns
 
-    def load(self, path: str, use_mmap: Optional[int] = None):
-        if (path, use_mmap) == (self.path, self.use_mmap):
+    def load(self, path: str, use_mmap: Optional[int] = None, repack: int = 1):
+        if (path, use_mmap, repack) == (self.path, self.use_mmap, self.repack):
             return
         core = _core()
         self.model = None
@@ -204,7 +205,7 @@ class PyllmRunner:
             raise BenchError(f"error: failed to load model '{path}': no such file")
         t0 = time.perf_counter()
         try:
-            self.model = core.Model(path, load_mtp=False, mmap=-1 if use_mmap is None else use_mmap)
+            self.model = core.Model(path, load_mtp=False, mmap=-1 if use_mmap is None else use_mmap, repack=bool(repack))
             gf = core.GGUFFile(path)
         except (ValueError, OSError, RuntimeError) as e:
             raise BenchError(f"error: failed to load model '{path}': {e}")
@@ -219,7 +220,7 @@ class PyllmRunner:
         self.n_vocab = int(self.model.n_vocab)
         self.weights = WeightModel(gf)
         self.info["use_mmap"] = not bool(getattr(self.model, "weights_copied", False))
-        self.path, self.use_mmap = path, use_mmap
+        self.path, self.use_mmap, self.repack = path, use_mmap, repack
 
     def context(self, inst: Instance):
         n_ctx = max(8, inst.n_prompt + inst.n_gen + inst.n_depth)
@@ -349,7 +350,7 @@ def make_row(inst: Instance, info: dict, samples_ns: List[int], bytes_per_tok: f
     n_tok = inst.n_prompt + inst.n_gen
     row = {"build_commit": _build(), "build_number": 0, "cpu_info": cpu_info(), "gpu_info": "", "backends": "CPU",
            **info, "n_batch": inst.n_batch, "n_ubatch": inst.n_ubatch, "n_threads": inst.n_threads,
-           "type_k": inst.type_k, "type_v": inst.type_v, "n_gpu_layers": 0, "n_prompt": inst.n_prompt,
+           "type_k": inst.type_k, "type_v": inst.type_v, "n_gpu_layers": 0, "repack": bool(inst.repack), "n_prompt": inst.n_prompt,
            "n_gen": inst.n_gen, "n_depth": inst.n_depth, "test_time": test_time}
     row.update(timing_fields(samples_ns, n_tok))
     row["test"] = inst.name
@@ -400,7 +401,7 @@ def run(params: BenchParams, out=None, err=None) -> int:
 
     for i, inst in enumerate(insts, 1):
         progress(i, "starting")
-        runner.load(inst.model, inst.use_mmap)
+        runner.load(inst.model, inst.use_mmap, inst.repack)
         ctx = runner.context(inst)
         test_time = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         if params.delay:

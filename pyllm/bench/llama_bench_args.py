@@ -31,7 +31,7 @@ UNSUPPORTED = {
     "-ts": "multi-GPU split", "--tensor-split": "multi-GPU split", "-dev": "devices", "--device": "devices",
     "-ot": "buffer overrides", "--override-tensor": "buffer overrides", "-nkvo": "KV offload",
     "--no-kv-offload": "KV offload", "-nopo": "op offload", "--no-op-offload": "op offload",
-    "--no-host": "host buffers", "--repack": "weight repacking choice", "-fa": "flash-attention choice",
+    "--no-host": "host buffers", "-fa": "flash-attention choice",
     "--flash-attn": "flash-attention choice", "-embd": "embeddings mode", "--embeddings": "embeddings mode",
     "-C": "CPU masks", "--cpu-mask": "CPU masks", "--cpu-strict": "CPU masks", "--poll": "thread polling level",
     "--numa": "NUMA modes", "--prio": "thread priorities", "-lm": "load modes", "--load-mode": "load modes",
@@ -70,6 +70,8 @@ test parameters:
   -t, --threads <n>                     (default: physical cores: {threads})
   -mmp, --mmap <0|1>                    (default: pyllm reads the file into memory when it takes at most half
                                         of the available memory, else maps it; llama-bench maps it)
+  --repack <0|1>                        (default: 1; pyllm: Q4_K matrices into 16-row groups at load on AVX-512
+                                        CPUs, llama.cpp: its CPU weight repacking)
 
 pyllm additions:
   --vs PATH                             also run llama-bench (PATH) on the same file and flags, interleaved
@@ -153,6 +155,7 @@ class BenchParams:
     type_v: List[str] = field(default_factory=list)
     n_threads: List[int] = field(default_factory=list)
     use_mmap: List[int] = field(default_factory=list)  # empty: each side's default
+    repack: List[int] = field(default_factory=list)  # empty: [1]
     reps: int = 5
     delay: int = 0
     output: str = "md"
@@ -181,6 +184,7 @@ class Instance:
     type_v: str
     n_threads: int
     use_mmap: Optional[int] = None  # -mmp (None: each side's default)
+    repack: int = 1  # --repack
 
     @property
     def name(self) -> str:
@@ -245,6 +249,11 @@ def parse_args(argv: List[str]) -> BenchParams:
                 if v not in ("0", "1"):
                     raise BenchArgError(f"error: invalid parameter for argument: {raw} '{v}' (0 or 1)")
                 p.use_mmap.append(int(v))
+        elif arg == "--repack":
+            for v in value().split(","):
+                if v not in ("0", "1"):
+                    raise BenchArgError(f"error: invalid parameter for argument: {raw} '{v}' (0 or 1)")
+                p.repack.append(int(v))
         elif arg == "-pg":
             v = value()
             parts = v.split(",")
@@ -317,9 +326,10 @@ def instances(p: BenchParams) -> List[Instance]:
                     for tv in p.type_v:
                         for nt in p.n_threads:
                           for mm in p.use_mmap or [None]:
+                           for rp in p.repack or [1]:
                             for nd in p.n_depth:
                                 base = dict(model=m, n_depth=nd, n_batch=nb, n_ubatch=nub, type_k=tk, type_v=tv,
-                                            n_threads=nt, use_mmap=mm)
+                                            n_threads=nt, use_mmap=mm, repack=rp)
                                 out += [Instance(n_prompt=n, n_gen=0, **base) for n in p.n_prompt if n != 0]
                                 out += [Instance(n_prompt=0, n_gen=n, **base) for n in p.n_gen if n != 0]
                                 out += [Instance(n_prompt=a, n_gen=b, **base) for a, b in p.n_pg
@@ -334,5 +344,5 @@ def llama_bench_argv(inst: Instance) -> List[str]:
     else:
         tests = ["-p", str(inst.n_prompt), "-n", str(inst.n_gen)]
     return ["-m", inst.model, *tests, "-d", str(inst.n_depth), "-b", str(inst.n_batch), "-ub", str(inst.n_ubatch),
-            "-ctk", inst.type_k, "-ctv", inst.type_v, "-t", str(inst.n_threads), "-r", "1", "-o", "json"] + \
-        (["-mmp", str(inst.use_mmap)] if inst.use_mmap is not None else [])
+            "-ctk", inst.type_k, "-ctv", inst.type_v, "-t", str(inst.n_threads), "--repack", str(inst.repack), "-r", "1",
+            "-o", "json"] + (["-mmp", str(inst.use_mmap)] if inst.use_mmap is not None else [])

@@ -16,7 +16,7 @@ from .llama_bench_args import BenchParams
 # llama-bench's test::get_fields() that apply to pyllm (GPU/offload/mask/poll/fit fields are omitted)
 FIELDS = ["build_commit", "build_number", "cpu_info", "gpu_info", "backends", "model_filename", "model_type",
           "model_size", "model_n_params", "n_batch", "n_ubatch", "n_threads", "type_k", "type_v", "n_gpu_layers",
-          "use_mmap", "n_prompt", "n_gen", "n_depth", "test_time", "avg_ns", "stddev_ns", "avg_ts", "stddev_ts"]
+          "use_mmap", "repack", "n_prompt", "n_gen", "n_depth", "test_time", "avg_ns", "stddev_ns", "avg_ts", "stddev_ts"]
 SAMPLES = ["samples_ns", "samples_ts"]
 # pyllm's additions (see llama_bench.py for their definitions)
 EXTRA_FIELDS = ["weight_bytes_per_token", "weight_gbps", "dispatches_per_token", "dispatch_us_per_token",
@@ -141,7 +141,7 @@ class MarkdownPrinter(Printer):
     defaults, test, t/s; then pyllm's columns."""
 
     WIDTHS = {"model": -30, "size": 10, "params": 10, "backend": -10, "n_threads": 7, "n_batch": 7, "n_ubatch": 8,
-              "type_k": 6, "type_v": 6, "use_mmap": 4, "test": 15, "t/s": 20, "weights/tok": 11, "GB/s": 8, "dispatch/tok": 16, "bw %": 5,
+              "type_k": 6, "type_v": 6, "use_mmap": 4, "repack": 6, "test": 15, "t/s": 20, "weights/tok": 11, "GB/s": 8, "dispatch/tok": 16, "bw %": 5,
               "llama.cpp t/s": 20, "ratio": 6}
     NAMES = {"n_threads": "threads", "use_mmap": "mmap"}
 
@@ -159,6 +159,8 @@ class MarkdownPrinter(Printer):
         self.cols += [f for f in ("n_batch", "n_ubatch", "type_k", "type_v") if not params.is_default(f)]
         if params.use_mmap:
             self.cols.append("use_mmap")
+        if params.repack:
+            self.cols.append("repack")
         self.cols += ["test", "t/s", "weights/tok", "GB/s", "dispatch/tok"]
         if params.bw:
             self.cols.append("bw %")

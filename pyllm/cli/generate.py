@@ -89,7 +89,7 @@ def main(argv=None) -> int:
 
     spec = p.spec_type if p.speculative else "none"
     try:
-        model = Model(p.model, load_mtp=uses_mtp(spec), mmap=p.use_mmap)
+        model = Model(p.model, load_mtp=uses_mtp(spec), mmap=p.use_mmap, repack=p.repack)
     except (ValueError, OSError, RuntimeError) as e:
         return _err(f"error: failed to load model '{p.model}': {e}")
 

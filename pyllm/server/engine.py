@@ -88,10 +88,11 @@ class Engine:
     def load(self):
         p = self.params
         self.spec = p.spec_type if p.speculative else "none"
-        self.model = Model(p.model, load_mtp=uses_mtp(self.spec), core=self.core, mmap=p.use_mmap)
+        self.model = Model(p.model, load_mtp=uses_mtp(self.spec), core=self.core, mmap=p.use_mmap, repack=p.repack)
         log(f"model weights: {self.model.size_bytes / 2**20:.2f} MiB, "
             + ("read into memory (--mmap maps the file instead)" if self.model.weights_copied
                else "memory-mapped from the file"), "srv", "load_model")
+        log(self.model.repack_desc(), "srv", "load_model")
         self.gen = Generator.from_params(self.model, p, self.n_slots)
         self.n_ctx = self.gen.n_ctx
         self.n_ctx_slot = self.gen.n_ctx_seq

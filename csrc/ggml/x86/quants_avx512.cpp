@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "ggml/fp16.h"
+#include "ggml/repack.h"
 #include "ggml/x86/dec_layout.h"
 
 // GCC 12's own avx512fintrin.h (_mm512_reduce_add_ps, masked cvtph) trips these on _mm*_undefined_*.
@@ -513,6 +514,7 @@ PYLLM_KERNEL_FAMILY(K_q6_K_512, (dot_q6_K_512<NR>(n, s, x, y, by)));
 #include "ggml/x86/gemm_avx512.inc.h"
 #include "ggml/x86/act_quant_avx512.inc.h"
 #include "ggml/x86/gemv_avx512.inc.h"
+#include "ggml/x86/x16_avx512.inc.h"
 
 }  // namespace x86_avx512
 
@@ -531,6 +533,7 @@ void quants_override_avx512(type_traits* t) {
   put(GGML_TYPE_Q5_1, vd1<K_unsigned_512<W_q5_1>>, vdk<K_unsigned_512<W_q5_1>>);
   t[GGML_TYPE_Q6_K].vec_dot = vd1<K_q6_K_512>; t[GGML_TYPE_Q6_K].vec_dot_k = vdk<K_q6_K_512>;
   t[GGML_TYPE_Q4_K].vec_dot_rp = vd1<K_q4_K_rp_512>; t[GGML_TYPE_Q4_K].vec_dot_rp_k = vdk<K_q4_K_rp_512>;
+  t[GGML_TYPE_Q4_K].x16_tile = x16_q4_K_512;
   // F32/F16 keep the table's ggml_vec_dot_f32/_f16 (vec_dot_ggml.h): same bits at every level
   t[GGML_TYPE_BF16].vec_dot = vd_bf16;
   t[GGML_TYPE_F16].to_float = f16_to_float;

@@ -1,0 +1,36 @@
+// Weight rows interleaved in groups of 16, converted once at load (Model::tensor_any): the layout the
+// group kernels (type_traits::x16_tile) read. Lane r of every 64-byte vector belongs to row r, so one
+// load brings 4 elements of 16 rows and each token's sums build up in per-row lanes with no horizontal
+// sums: a block is decoded once for the group's 16 rows and for all k tokens of a batch. The bytes per
+// group equal those of its 16 GGUF rows, so a row-major offset r * nb1 (r a multiple of 16) finds group
+// r / 16, and a matrix's size does not change.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "ggml/quants.h"
+
+namespace pyllm {
+
+constexpr int kGroupRows = 16;
+
+// Q4_K, super-block i of a group (2304 bytes = 16 block_q4_K); a group is its K / 256 super-blocks in order.
+struct block_q4_Kx16 {
+  half d[kGroupRows], dmin[kGroupRows];  // row r's d, dmin
+  uint32_t scales[3][kGroupRows];        // word w (bytes 4w..4w+3) of row r's 12 packed scale bytes
+  uint32_t qs[32][kGroupRows];           // word v (bytes 4v..4v+3) of row r's 128 qs bytes
+};
+static_assert(sizeof(block_q4_Kx16) == kGroupRows * sizeof(block_q4_K), "block_q4_Kx16 size");
+
+// The types with a group layout (and a group kernel at every SIMD level).
+bool interleave_supported(ggml_type t);
+// n_rows (a multiple of 16) rows of K elements: GGUF blocks at src -> groups at dst (dst == src allowed).
+void interleave_rows(ggml_type t, const uint8_t* src, uint8_t* dst, int64_t n_rows, int64_t K);
+// Row r (< 16) of the group at g, back in GGUF layout: row_size(t, K) bytes at out.
+void deinterleave_row(ggml_type t, const uint8_t* g, int r, int64_t K, uint8_t* out);
+
+// The scalar reference group kernel (type_traits::x16_tile of Q4_K): dot_q4_K_rp's arithmetic per row,
+// C[t * ldc + r] = row r . token t for r < 16, t < k.
+void x16_q4_K_ref(int K, const void* g, const void* y, size_t by, int k, float* C, size_t ldc);
+
+}  // namespace pyllm

@@ -1,0 +1,99 @@
+// Group kernels (weights in 16-row groups, ggml/repack.h), included by quants_avx512.cpp.
+
+// Q4_K: lane r of every vector is row r. A token's integer sums are dot_q4_K_rp's (exact, so their order is
+// free): per sub-block, dpbusd of the low (high) nibbles with 4 broadcast activation bytes at a time, the
+// high nibbles kept 16x (masked, not shifted) and shifted back before the scale; mins . bsums by dpwssd on
+// (min, min) pairs. The float side is dot_q4_K_rp's fma(is, d * y.d, acc), fma(imin, dmin * y.d, accm) per
+// lane and its acc - accm, so each row's bits are vec_dot_rp's for any k. Tokens go through a super-block
+// KT <= 4 at a time (registers), so the group's nibbles are unpacked once per 4 tokens.
+static inline __m512i bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+struct Q4KSb {  // one super-block's per-row scales: sc in bytes 0..3 of slo (sub-blocks 0..3) / shi (4..7)
+  __m512 d, dm;
+  __m512i slo, shi, mp[4];  // mp: (m0, m2), (m1, m3), (m4, m6), (m5, m7) as int16 pairs
+};
+static inline Q4KSb q4_K_x16_scales(const block_q4_Kx16& b) {
+  Q4KSb s;
+  s.d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)b.d));
+  s.dm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)b.dmin));
+  const __m512i w0 = _mm512_loadu_si512(b.scales[0]), w1 = _mm512_loadu_si512(b.scales[1]),
+                w2 = _mm512_loadu_si512(b.scales[2]);
+  const __m512i c3f = _mm512_set1_epi32(0x3F3F3F3F), c0f = _mm512_set1_epi32(0x0F0F0F0F),
+                c30 = _mm512_set1_epi32(0x30303030), c00ff = _mm512_set1_epi32(0x00FF00FF);
+  s.slo = _mm512_and_si512(w0, c3f);
+  s.shi = _mm512_or_si512(_mm512_and_si512(w2, c0f), _mm512_and_si512(_mm512_srli_epi32(w0, 2), c30));
+  const __m512i mlo = _mm512_and_si512(w1, c3f);
+  const __m512i mhi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(w2, 4), c0f), _mm512_and_si512(_mm512_srli_epi32(w1, 2), c30));
+  s.mp[0] = _mm512_and_si512(mlo, c00ff); s.mp[1] = _mm512_and_si512(_mm512_srli_epi32(mlo, 8), c00ff);
+  s.mp[2] = _mm512_and_si512(mhi, c00ff); s.mp[3] = _mm512_and_si512(_mm512_srli_epi32(mhi, 8), c00ff);
+  return s;
+}
+// y's bsums of sub-blocks a and b as an int16 pair
+static inline int32_t ybs_pair(const block_q8_K* y, int a, int b) {
+  const int sa = y->bsums[2 * a] + y->bsums[2 * a + 1], sb = y->bsums[2 * b] + y->bsums[2 * b + 1];
+  return (int32_t)((uint32_t)(uint16_t)sa | (uint32_t)(uint16_t)sb << 16);
+}
+template <int KT>
+static inline void q4_K_x16_pass(const block_q4_Kx16& b, const Q4KSb& s, const block_q8_K* const* y, __m512* acc,
+                                 __m512* accm) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F), mh = _mm512_set1_epi8((char)0xF0), mb = _mm512_set1_epi32(0xFF);
+  __m512i is[KT];
+  for (int t = 0; t < KT; t++) is[t] = _mm512_setzero_si512();
+  for (int p = 0; p < 4; p++) {  // sub-blocks 2p (low nibbles) and 2p + 1 (high)
+    __m512i al[KT], ah[KT];
+    for (int t = 0; t < KT; t++) al[t] = ah[t] = _mm512_setzero_si512();
+    for (int c = 0; c < 8; c++) {
+      const __m512i v = _mm512_loadu_si512(b.qs[8 * p + c]);
+      const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(v, mh);
+      for (int t = 0; t < KT; t++) {
+        al[t] = _mm512_dpbusd_epi32(al[t], lo, bcast4(y[t]->qs + 64 * p + 4 * c));
+        ah[t] = _mm512_dpbusd_epi32(ah[t], hi, bcast4(y[t]->qs + 64 * p + 32 + 4 * c));
+      }
+    }
+    const __m512i sv = p < 2 ? s.slo : s.shi;
+    const int sh = 16 * (p % 2);
+    const __m512i se = _mm512_and_si512(_mm512_srli_epi32(sv, sh), mb), so = _mm512_and_si512(_mm512_srli_epi32(sv, sh + 8), mb);
+    for (int t = 0; t < KT; t++)
+      is[t] = _mm512_add_epi32(is[t], _mm512_add_epi32(_mm512_mullo_epi32(al[t], se),
+                                                       _mm512_mullo_epi32(_mm512_srai_epi32(ah[t], 4), so)));
+  }
+  for (int t = 0; t < KT; t++) {
+    __m512i im = _mm512_dpwssd_epi32(_mm512_setzero_si512(), s.mp[0], _mm512_set1_epi32(ybs_pair(y[t], 0, 2)));
+    im = _mm512_dpwssd_epi32(im, s.mp[1], _mm512_set1_epi32(ybs_pair(y[t], 1, 3)));
+    im = _mm512_dpwssd_epi32(im, s.mp[2], _mm512_set1_epi32(ybs_pair(y[t], 4, 6)));
+    im = _mm512_dpwssd_epi32(im, s.mp[3], _mm512_set1_epi32(ybs_pair(y[t], 5, 7)));
+    const __m512 yd = _mm512_set1_ps(y[t]->d);
+    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[t]), _mm512_mul_ps(s.d, yd), acc[t]);
+    accm[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(im), _mm512_mul_ps(s.dm, yd), accm[t]);
+  }
+}
+#ifndef X16_HINT
+#define X16_HINT _MM_HINT_T1
+#endif
+#ifndef X16_PF
+#define X16_PF 9216
+#endif
+static void x16_q4_K_512(int n, const void* vg, const void* vy, size_t by, int k, float* C, size_t ldc) {
+  const block_q4_Kx16* g = (const block_q4_Kx16*)vg;
+  __m512 acc[kMaxRowsK], accm[kMaxRowsK];
+  for (int t = 0; t < k; t++) acc[t] = accm[t] = _mm512_setzero_ps();
+  for (int i = 0; i < n / QK_K; i++) {
+    // the stream PF bytes ahead (past the group's end: the next group, the same thread's next one mostly)
+    for (int l = 0; l < (int)sizeof(block_q4_Kx16) / 64; l++) _mm_prefetch((const char*)(g + i) + X16_PF + 64 * l, X16_HINT);
+    const Q4KSb s = q4_K_x16_scales(g[i]);
+    const block_q8_K* y[kMaxRowsK];
+    for (int t = 0; t < k; t++) y[t] = (const block_q8_K*)((const uint8_t*)vy + t * by) + i;
+    int t = 0;
+    for (; t + 4 <= k; t += 4) q4_K_x16_pass<4>(g[i], s, y + t, acc + t, accm + t);
+    switch (k - t) {
+      case 1: q4_K_x16_pass<1>(g[i], s, y + t, acc + t, accm + t); break;
+      case 2: q4_K_x16_pass<2>(g[i], s, y + t, acc + t, accm + t); break;
+      case 3: q4_K_x16_pass<3>(g[i], s, y + t, acc + t, accm + t); break;
+      default: break;
+    }
+  }
+  for (int t = 0; t < k; t++) _mm512_storeu_ps(C + t * ldc, _mm512_sub_ps(acc[t], accm[t]));
+}
