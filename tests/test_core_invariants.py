@@ -387,3 +387,59 @@ def test_rss_after_load(key):
     print(f"{key}: RSS {r['rss'] / 2**20:.1f} MiB, file {size / 2**20:.1f} MiB, KV {r['kv'] / 2**20:.1f} MiB")
     assert r["kv"] > 0
     assert r["rss"] <= limit, f"RSS {r['rss']} > file {size} + KV {r['kv']} + 100 MiB"
+
+
+@pytest.mark.parametrize("name", ["qwen35-Q4_K_M", "moe-fused-Q4_K_M", "gemma3"])
+def test_repack_changes_no_bits(name):
+    """--repack (Q4_K matrices in 16-row groups at load, at avx512/amx) == --no-repack, bit for bit: prompt,
+    a verification-sized batch and decode steps give the same logits (embedding rows of a grouped token_embd,
+    a fused gate_up expert matrix sliced at its middle, tied heads), and the load says what it converted."""
+    from conftest import gemma3_path
+    path = gemma3_path() if name == "gemma3" else model_path(name)
+    if path is None or not os.path.exists(str(path)):
+        pytest.skip(f"{name} is not installed")
+    grouped = _core.Model(str(path))
+    plain = _core.Model(str(path), repack=False)
+    assert plain.n_grouped == 0 and plain.grouped_bytes == 0
+    if _core.simd_level() in ("avx512", "amx"):
+        assert grouped.n_grouped > 0 and grouped.grouped_bytes > 0
+        # read into memory (small file): converted in place, no copy
+        assert grouped.grouped_copied_bytes == (0 if grouped.weights_copied else grouped.grouped_bytes)
+    outs = []
+    for m in (grouped, plain):
+        ctx = new_context(m, 128)
+        o = [ctx.eval(0, IDS[:20], True), ctx.eval(0, IDS[20:25], True)]
+        o += [ctx.eval(0, [IDS[25 + i]], True) for i in range(3)]
+        outs.append(o)
+    for a, b in zip(*outs):
+        assert np.array_equal(np.asarray(a).view(np.uint32), np.asarray(b).view(np.uint32))
+    mapped = _core.Model(str(path), mmap=1)  # a mapped file: the groups are a copy in anonymous memory
+    if _core.simd_level() in ("avx512", "amx"):
+        assert mapped.grouped_copied_bytes == mapped.grouped_bytes > 0
+    ctx = new_context(mapped, 128)
+    assert np.array_equal(np.asarray(ctx.eval(0, IDS[:20], True)).view(np.uint32), np.asarray(outs[1][0]).view(np.uint32))
+
+
+@pytest.mark.parametrize("arch", ["qwen35", "qwen35moe"])
+def test_grouped_iq4_nl_model_batch_invariant(tiny_gguf, arch):
+    """IQ4_NL matrices in 16-row groups (llama.cpp's repacked-IQ4_NL arithmetic, so --no-repack differs in the
+    last bits): a prompt evaluated in one batch (AMX tiles from 64 tokens), in pieces of 1, 7 and the rest, and
+    token by token give the same logits bit for bit, and (dense model) they are --no-repack's within float
+    rounding. (The random MoE model's top-k routing turns last-bit differences into different experts.)"""
+    path = tiny_gguf("--arch", arch, "--type", "iq4_nl")
+    m = _core.Model(str(path))
+    if _core.simd_level() in ("avx512", "amx"):
+        assert m.n_grouped > 0
+    ids = [(7 * i + 3) % 200 + 10 for i in range(80)]
+    one = new_context(m, 128).eval(0, ids, True)
+    ctx = new_context(m, 128)
+    parts = [ctx.eval(0, ids[:1], True), ctx.eval(0, ids[1:8], True), ctx.eval(0, ids[8:], True)]
+    ctx = new_context(m, 128)
+    steps = [ctx.eval(0, [i], True) for i in ids]
+    for got in (parts[-1], steps[-1]):
+        assert np.array_equal(np.asarray(got)[-1].view(np.uint32), np.asarray(one)[-1].view(np.uint32))
+    if arch == "qwen35moe":
+        return
+    plain = new_context(_core.Model(str(path), repack=False), 128).eval(0, ids, True)
+    a, b = np.asarray(one)[-1], np.asarray(plain)[-1]
+    assert np.allclose(a, b, rtol=1e-3, atol=1e-3 * np.abs(b).max())

@@ -233,6 +233,30 @@ def test_grouped_q4_K_equals_rows(level):
 
 
 @pytest.mark.parametrize("level", LEVELS)
+def test_grouped_iq4_nl_equals_reference(level):
+    """IQ4_NL in 16-row groups has llama.cpp's repacked-IQ4_NL arithmetic (one exact integer per 32-block, then
+    fma(isum, d * y.d, acc) block after block): every path (the group kernel for 1..8 tokens and the rest past 8,
+    the AMX tiles from 64 tokens, 1 and 2 threads) gives each pair the scalar reference's bits, which are W x
+    within float rounding (and vec_dot's result on the GGUF rows within its reassociation)."""
+    rng = np.random.default_rng(43)
+    t = QT.IQ4_NL
+    for k, n_rows in ((32 * 9, 48), (1024, 32)):
+        w = weights(t, n_rows, k, rng)
+        w.reshape(n_rows, k // 32, 18)[0, :, 2:] = 0xF0  # row 0: table entries 15 (113) and 0 (-127)
+        x = rng.standard_normal((70, k)).astype(np.float32)
+        x[3] *= 1e-3
+        c.set_simd_level("scalar")
+        want = np.concatenate([c.matmul(int(t), w, n_rows, x[b:b + 1], grouped=True) for b in range(len(x))])
+        plain = c.matmul(int(t), w, n_rows, x)
+        assert np.allclose(want, plain, rtol=1e-5, atol=1e-5 * np.abs(plain).max())
+        c.set_simd_level(level)
+        for b in (1, 2, 3, 5, 8, 9, 17, 64, 70):
+            for nt in (1, 2):
+                got = c.matmul(int(t), w, n_rows, x[:b], nt, grouped=True)
+                assert np.array_equal(bits(got), bits(want[:b])), f"{level} K={k} B={b} threads={nt}"
+
+
+@pytest.mark.parametrize("level", LEVELS)
 def test_matmul_multi_equals_matmul(level):
     """Q/K/V (or gate/up) in one dispatch: each output is matmul's, bit for bit, with mixed weight types (two
     activation quantizations), for decode, verification and prefill batches and 1 or 2 threads."""

@@ -2,11 +2,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 
 #include "cpu/ops.h"
 
 namespace pyllm {
+
+// rows [0, n) over the threads in runs of whole 16-row units: AMX tiles and weight groups (ggml/repack.h) start
+// at multiples of 16, so no thread computes a part of one
+static void parallel_rows16(ThreadPool& tp, int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+  tp.parallel_for((n + 15) / 16, [&](int64_t u0, int64_t u1) { fn(16 * u0, std::min(n, 16 * u1)); });
+}
 
 void moe_ffn(ThreadPool& tp, const MoEWeights& w, const float* x, int n, int64_t E, float* out) {
   const int NE = w.n_expert, K = w.n_used;
@@ -61,13 +68,13 @@ void moe_ffn(ThreadPool& tp, const MoEWeights& w, const float* x, int n, int64_t
       matmul_q_st(wg, qe, g, F, r0, r1);
       matmul_q_st(wu, qe, u, F, r0, r1);
     };
-    if ((int64_t)m * F * E >= 65536) tp.parallel_for(F, gate_up, 16); else gate_up(0, F);
+    if ((int64_t)m * F * E >= 65536) parallel_rows16(tp, F, gate_up); else gate_up(0, F);
     for (int i = 0; i < m; i++) swiglu_row(g + (int64_t)i * F, u + (int64_t)i * F, g + (int64_t)i * F, (int)F);
     quantize_acts(tp, g, F, m, F, vdt_dn, qh);
     const Weight wd = w.down_exps.expert(e);
     dbuf.resize((size_t)m * E);
     auto down = [&](int64_t r0, int64_t r1) { matmul_q_st(wd, qh, dbuf.data(), E, r0, r1); };
-    if ((int64_t)m * F * E >= 65536) tp.parallel_for(E, down, 16); else down(0, E);
+    if ((int64_t)m * F * E >= 65536) parallel_rows16(tp, E, down); else down(0, E);
     for (int i = 0; i < m; i++) std::copy(dbuf.data() + (int64_t)i * E, dbuf.data() + (int64_t)(i + 1) * E, slot_out.data() + (int64_t)items[i] * E);
   }
   for (int r = 0; r < n; r++) {

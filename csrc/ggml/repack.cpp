@@ -10,24 +10,45 @@
 
 namespace pyllm {
 
-bool interleave_supported(ggml_type t) { return t == GGML_TYPE_Q4_K; }
+bool interleave_supported(ggml_type t) { return t == GGML_TYPE_Q4_K || t == GGML_TYPE_IQ4_NL; }
 
 static void check(ggml_type t, int64_t K) {
   if (!interleave_supported(t)) throw std::invalid_argument(std::string("no 16-row group layout for type ") + type_name(t));
-  if (K % QK_K) throw std::invalid_argument("group layout: row length " + std::to_string(K) + " is not a multiple of 256");
+  const int64_t bs = get_type_traits(t).blck_size;
+  if (K % bs) throw std::invalid_argument("group layout: row length " + std::to_string(K) + " is not a multiple of " + std::to_string(bs));
 }
 
-// one group: 16 GGUF rows (rb bytes apart) -> its super-blocks
-static void q4_K_group(const uint8_t* src, size_t rb, int64_t nsb, block_q4_Kx16* dst) {
-  for (int64_t i = 0; i < nsb; i++) {
-    block_q4_Kx16& o = dst[i];
-    for (int r = 0; r < kGroupRows; r++) {
-      const block_q4_K& b = ((const block_q4_K*)(src + r * rb))[i];
-      o.d[r] = b.d; o.dmin[r] = b.dmin;
-      for (int w = 0; w < 3; w++) std::memcpy(&o.scales[w][r], b.scales + 4 * w, 4);
-      for (int v = 0; v < 32; v++) std::memcpy(&o.qs[v][r], b.qs + 4 * v, 4);
+// One block of 16 rows <-> the group's block: the fields as 16-row arrays (a field of n bytes: n / 4 words per
+// row when n > 2, else one half per row). Both layouts are listed once here.
+template <class Fn>
+static void q4_K_fields(block_q4_K& b, block_q4_Kx16& o, int r, Fn&& mv) {
+  mv(&b.d, &o.d[r], 2); mv(&b.dmin, &o.dmin[r], 2);
+  for (int w = 0; w < 3; w++) mv(b.scales + 4 * w, &o.scales[w][r], 4);
+  for (int v = 0; v < 32; v++) mv(b.qs + 4 * v, &o.qs[v][r], 4);
+}
+template <class Fn>
+static void iq4_nl_fields(block_iq4_nl& b, block_iq4_nlx16& o, int r, Fn&& mv) {
+  mv(&b.d, &o.d[r], 2);
+  for (int v = 0; v < 4; v++) mv(b.qs + 4 * v, &o.qs[v][r], 4);
+}
+// group <- rows (to_group) or row r <- group, block by block
+template <class B, class G, class F>
+static void convert(const uint8_t* rows, size_t rb, uint8_t* grp, int64_t nb, int r0, int r1, bool to_group, F fields) {
+  for (int64_t i = 0; i < nb; i++)
+    for (int r = r0; r < r1; r++) {
+      B& b = ((B*)(rows + (to_group ? r * rb : 0)))[i];
+      G& o = ((G*)grp)[i];
+      fields(b, o, r, [&](void* row_f, void* grp_f, size_t n) {
+        if (to_group) std::memcpy(grp_f, row_f, n); else std::memcpy(row_f, grp_f, n);
+      });
     }
-  }
+}
+static void convert_any(ggml_type t, const uint8_t* rows, size_t rb, uint8_t* grp, int64_t K, int r0, int r1, bool to_group) {
+  uint8_t* rw = const_cast<uint8_t*>(rows);  // written only when !to_group
+  if (t == GGML_TYPE_Q4_K)
+    convert<block_q4_K, block_q4_Kx16>(rw, rb, grp, K / QK_K, r0, r1, to_group, [](auto& b, auto& o, int r, auto&& mv) { q4_K_fields(b, o, r, mv); });
+  else
+    convert<block_iq4_nl, block_iq4_nlx16>(rw, rb, grp, K / QK4_NL, r0, r1, to_group, [](auto& b, auto& o, int r, auto&& mv) { iq4_nl_fields(b, o, r, mv); });
 }
 
 void interleave_rows(ggml_type t, const uint8_t* src, uint8_t* dst, int64_t n_rows, int64_t K) {
@@ -37,19 +58,13 @@ void interleave_rows(ggml_type t, const uint8_t* src, uint8_t* dst, int64_t n_ro
   std::vector<uint8_t> tmp(gb);  // a group's source rows (so that dst may be src)
   for (int64_t g = 0; g < n_rows / kGroupRows; g++) {
     std::memcpy(tmp.data(), src + g * gb, gb);
-    q4_K_group(tmp.data(), rb, K / QK_K, (block_q4_Kx16*)(dst + g * gb));
+    convert_any(t, tmp.data(), rb, dst + g * gb, K, 0, kGroupRows, true);
   }
 }
 
 void deinterleave_row(ggml_type t, const uint8_t* g, int r, int64_t K, uint8_t* out) {
   check(t, K);
-  const block_q4_Kx16* x = (const block_q4_Kx16*)g;
-  for (int64_t i = 0; i < K / QK_K; i++) {
-    block_q4_K& b = ((block_q4_K*)out)[i];
-    b.d = x[i].d[r]; b.dmin = x[i].dmin[r];
-    for (int w = 0; w < 3; w++) std::memcpy(b.scales + 4 * w, &x[i].scales[w][r], 4);
-    for (int v = 0; v < 32; v++) std::memcpy(b.qs + 4 * v, &x[i].qs[v][r], 4);
-  }
+  convert_any(t, out, 0, const_cast<uint8_t*>(g), K, r, r + 1, false);
 }
 
 void x16_q4_K_ref(int K, const void* vg, const void* vy, size_t by, int k, float* C, size_t ldc) {
@@ -74,6 +89,25 @@ void x16_q4_K_ref(int K, const void* vg, const void* vy, size_t by, int k, float
         accm = std::fma((float)imin, fp16_to_fp32(x[i].dmin[r]) * y[i].d, accm);
       }
       C[t * ldc + r] = acc - accm;
+    }
+  }
+}
+
+void x16_iq4_nl_ref(int K, const void* vg, const void* vy, size_t by, int k, float* C, size_t ldc) {
+  const block_iq4_nlx16* x = (const block_iq4_nlx16*)vg;
+  for (int t = 0; t < k; t++) {
+    const block_q8_0* y = (const block_q8_0*)((const uint8_t*)vy + t * by);
+    for (int r = 0; r < kGroupRows; r++) {
+      float acc = 0.f;
+      for (int b = 0; b < K / QK4_NL; b++) {
+        uint8_t qs[16];
+        for (int v = 0; v < 4; v++) std::memcpy(qs + 4 * v, &x[b].qs[v][r], 4);
+        int isum = 0;
+        for (int l = 0; l < 16; l++)
+          isum += kvalues_iq4nl[qs[l] & 15] * y[b].qs[l] + kvalues_iq4nl[qs[l] >> 4] * y[b].qs[l + 16];
+        acc = std::fma((float)isum, fp16_to_fp32(x[b].d[r]) * fp16_to_fp32(y[b].d), acc);
+      }
+      C[t * ldc + r] = acc;
     }
   }
 }

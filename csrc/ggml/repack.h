@@ -21,6 +21,12 @@ struct block_q4_Kx16 {
   uint32_t qs[32][kGroupRows];           // word v (bytes 4v..4v+3) of row r's 128 qs bytes
 };
 static_assert(sizeof(block_q4_Kx16) == kGroupRows * sizeof(block_q4_K), "block_q4_Kx16 size");
+// IQ4_NL, block b of a group (288 bytes = 16 block_iq4_nl).
+struct block_iq4_nlx16 {
+  half d[kGroupRows];
+  uint32_t qs[4][kGroupRows];  // word v (bytes 4v..4v+3) of row r's 16 qs bytes
+};
+static_assert(sizeof(block_iq4_nlx16) == kGroupRows * sizeof(block_iq4_nl), "block_iq4_nlx16 size");
 
 // The types with a group layout (and a group kernel at every SIMD level).
 bool interleave_supported(ggml_type t);
@@ -29,8 +35,12 @@ void interleave_rows(ggml_type t, const uint8_t* src, uint8_t* dst, int64_t n_ro
 // Row r (< 16) of the group at g, back in GGUF layout: row_size(t, K) bytes at out.
 void deinterleave_row(ggml_type t, const uint8_t* g, int r, int64_t K, uint8_t* out);
 
-// The scalar reference group kernel (type_traits::x16_tile of Q4_K): dot_q4_K_rp's arithmetic per row,
-// C[t * ldc + r] = row r . token t for r < 16, t < k.
+// The scalar reference group kernels (type_traits::x16_tile), C[t * ldc + r] = row r . token t for r < 16,
+// t < k. Q4_K: dot_q4_K_rp's arithmetic per row. IQ4_NL: llama.cpp's for its repacked IQ4_NL (the rp
+// form of MXFP4, dot_b32_rp): per 32-block the exact integer isum, then acc = fma(isum, d * y.d, acc), block
+// after block (not vec_dot's lanes: grouped IQ4_NL rows have these bits at every batch size, ungrouped ones
+// vec_dot's).
 void x16_q4_K_ref(int K, const void* g, const void* y, size_t by, int k, float* C, size_t ldc);
+void x16_iq4_nl_ref(int K, const void* g, const void* y, size_t by, int k, float* C, size_t ldc);
 
 }  // namespace pyllm

@@ -43,6 +43,16 @@ struct MXFP4 {
   static float scale(const B& b) { return e8m0_to_fp32_half(b.e); }
 };
 
+struct IQ4NL {  // grouped IQ4_NL (ggml/repack.h; matmul gives these tiles the group's rows in GGUF layout)
+  typedef block_iq4_nl B;
+  static __m256i load(const B& b) {
+    const __m128i raw = _mm_loadu_si128((const __m128i*)b.qs);
+    const __m256i nib = _mm256_and_si256(_mm256_setr_m128i(raw, _mm_srli_epi16(raw, 4)), _mm256_set1_epi8(15));
+    return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)kvalues_iq4nl)), nib);
+  }
+  static float scale(const B& b) { return fp16_to_fp32(b.d); }
+};
+
 template <class Q>
 void dec_rows(int K, const void* vw, size_t ldw, void* out) {
   const int nb = K / 32;
@@ -144,6 +154,10 @@ void install_amx_b32(type_traits* t) {
   t[GGML_TYPE_MXFP4].amx_dec = dec_rows<MXFP4>;
   t[GGML_TYPE_MXFP4].amx_w_bytes = w_bytes;
   t[GGML_TYPE_MXFP4].amx_tile = tile_rows;
+  // grouped IQ4_NL only (matmul's use_amx: ungrouped IQ4_NL keeps vec_dot's bits, whose lanes these tiles lack)
+  t[GGML_TYPE_IQ4_NL].amx_dec = dec_rows<IQ4NL>;
+  t[GGML_TYPE_IQ4_NL].amx_w_bytes = w_bytes;
+  t[GGML_TYPE_IQ4_NL].amx_tile = tile_rows;
   t[GGML_TYPE_Q8_0].amx_pack = pack_q8_0;
   t[GGML_TYPE_Q8_0].amx_a_bytes = a_bytes;
 }

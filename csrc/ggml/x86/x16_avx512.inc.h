@@ -97,3 +97,50 @@ static void x16_q4_K_512(int n, const void* vg, const void* vy, size_t by, int k
   }
   for (int t = 0; t < k; t++) _mm512_storeu_ps(C + t * ldc, _mm512_sub_ps(acc[t], accm[t]));
 }
+
+// IQ4_NL (rp form, see x16_iq4_nl_ref): the weights as signed bytes through the table (pshufb), the activations
+// made unsigned (y ^ 0x80 = y + 128) for dpbusd, and 128 * sum(w) per row and block (one dpbusd of ones for all
+// the tokens) taken off: the exact integer isum, then acc = fma(isum, d * y.d, acc) block after block.
+template <int KT>
+static inline void iq4_nl_x16_pass(const __m512i* w, __m512i wsum128, __m512 d, const block_q8_0* const* y, __m512* acc) {
+  const __m512i c80 = _mm512_set1_epi8((char)0x80);
+  for (int t = 0; t < KT; t++) {
+    __m512i s = _mm512_setzero_si512();
+    for (int v = 0; v < 4; v++) {
+      s = _mm512_dpbusd_epi32(s, _mm512_xor_si512(bcast4(y[t]->qs + 4 * v), c80), w[2 * v]);
+      s = _mm512_dpbusd_epi32(s, _mm512_xor_si512(bcast4(y[t]->qs + 16 + 4 * v), c80), w[2 * v + 1]);
+    }
+    const __m512 yd = _mm512_set1_ps(h2f(y[t]->d));
+    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(s, wsum128)), _mm512_mul_ps(d, yd), acc[t]);
+  }
+}
+static void x16_iq4_nl_512(int n, const void* vg, const void* vy, size_t by, int k, float* C, size_t ldc) {
+  const block_iq4_nlx16* g = (const block_iq4_nlx16*)vg;
+  const __m512i tbl = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i*)kvalues_iq4nl));
+  const __m512i m4 = _mm512_set1_epi8(0x0F), ones = _mm512_set1_epi8(1);
+  __m512 acc[kMaxRowsK];
+  for (int t = 0; t < k; t++) acc[t] = _mm512_setzero_ps();
+  for (int b = 0; b < n / QK4_NL; b++) {
+    for (int l = 0; l < (int)sizeof(block_iq4_nlx16) / 64; l++) _mm_prefetch((const char*)(g + b) + X16_PF + 64 * l, X16_HINT);
+    __m512i w[8], ws = _mm512_setzero_si512();
+    for (int v = 0; v < 4; v++) {  // word v: elements 4v.. (low nibbles) and 16 + 4v.. (high)
+      const __m512i q = _mm512_loadu_si512(g[b].qs[v]);
+      w[2 * v] = _mm512_shuffle_epi8(tbl, _mm512_and_si512(q, m4));
+      w[2 * v + 1] = _mm512_shuffle_epi8(tbl, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4));
+      ws = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(ws, ones, w[2 * v]), ones, w[2 * v + 1]);
+    }
+    const __m512i ws128 = _mm512_slli_epi32(ws, 7);
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)g[b].d));
+    const block_q8_0* y[kMaxRowsK];
+    for (int t = 0; t < k; t++) y[t] = (const block_q8_0*)((const uint8_t*)vy + t * by) + b;
+    int t = 0;
+    for (; t + 4 <= k; t += 4) iq4_nl_x16_pass<4>(w, ws128, d, y + t, acc + t);
+    switch (k - t) {
+      case 1: iq4_nl_x16_pass<1>(w, ws128, d, y + t, acc + t); break;
+      case 2: iq4_nl_x16_pass<2>(w, ws128, d, y + t, acc + t); break;
+      case 3: iq4_nl_x16_pass<3>(w, ws128, d, y + t, acc + t); break;
+      default: break;
+    }
+  }
+  for (int t = 0; t < k; t++) _mm512_storeu_ps(C + t * ldc, acc[t]);
+}
