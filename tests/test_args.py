@@ -36,6 +36,14 @@ def test_aliases():
     assert not p.use_jinja and p.api_keys == ["k1", "k2"]
 
 
+def test_repack_flag():
+    """--repack / -nr / --no-repack / LLAMA_ARG_REPACK reach Params.repack (the load's 16-row groups), on by default."""
+    assert P(["-m", "a.gguf"]).repack
+    assert not P(["-m", "a.gguf", "-nr"]).repack and not P(["-m", "a.gguf", "--no-repack"]).repack
+    assert P(["-m", "a.gguf", "--no-repack", "--repack"]).repack
+    assert not P(["-m", "a.gguf"], env={"LLAMA_ARG_REPACK": "0"}).repack
+
+
 def test_underscore_and_last_wins():
     p = P(["--spec_draft_n_max", "5", "-c", "1", "-c", "2"])
     assert p.spec_draft_n_max == 5 and p.n_ctx == 2

@@ -70,7 +70,7 @@ test parameters:
   -t, --threads <n>                     (default: physical cores: {threads})
   -mmp, --mmap <0|1>                    (default: pyllm reads the file into memory when it takes at most half
                                         of the available memory, else maps it; llama-bench maps it)
-  --repack <0|1>                        (default: 1; pyllm: Q4_K matrices into 16-row groups at load on AVX-512
+  --repack <0|1>                        (default: 1; pyllm: Q4_K and IQ4_NL matrices into 16-row groups at load on AVX-512
                                         CPUs, llama.cpp: its CPU weight repacking)
 
 pyllm additions:

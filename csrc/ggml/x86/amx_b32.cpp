@@ -32,24 +32,22 @@ constexpr size_t kAq = 8 * H * 4;  // activation bytes of one block of 16 tokens
 size_t w_bytes(int64_t K) { return (size_t)(K / 32) * (kWq + R * 4); }
 size_t a_bytes(int64_t K) { return (size_t)(K / 32) * (2 * kAq + T * 4); }
 
-struct MXFP4 {
+// the 32 signed weight bytes of a block of 16 nibble bytes (low nibbles are elements 0..15) through a 16-entry table
+static inline __m256i nibbles_through(const uint8_t* qs, const int8_t* table) {
+  const __m128i raw = _mm_loadu_si128((const __m128i*)qs);
+  const __m256i nib = _mm256_and_si256(_mm256_setr_m128i(raw, _mm_srli_epi16(raw, 4)), _mm256_set1_epi8(15));
+  return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)table)), nib);
+}
+
+struct MXFP4 {  // the doubled E2M1 table, E8M0 scales (halved)
   typedef block_mxfp4 B;
-  // the 32 signed weight bytes: the nibbles (low ones are elements 0..15) through the doubled E2M1 table
-  static __m256i load(const B& b) {
-    const __m128i raw = _mm_loadu_si128((const __m128i*)b.qs);
-    const __m256i nib = _mm256_and_si256(_mm256_setr_m128i(raw, _mm_srli_epi16(raw, 4)), _mm256_set1_epi8(15));
-    return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)kvalues_mxfp4)), nib);
-  }
+  static __m256i load(const B& b) { return nibbles_through(b.qs, kvalues_mxfp4); }
   static float scale(const B& b) { return e8m0_to_fp32_half(b.e); }
 };
 
 struct IQ4NL {  // grouped IQ4_NL (ggml/repack.h; matmul gives these tiles the group's rows in GGUF layout)
   typedef block_iq4_nl B;
-  static __m256i load(const B& b) {
-    const __m128i raw = _mm_loadu_si128((const __m128i*)b.qs);
-    const __m256i nib = _mm256_and_si256(_mm256_setr_m128i(raw, _mm_srli_epi16(raw, 4)), _mm256_set1_epi8(15));
-    return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)kvalues_iq4nl)), nib);
-  }
+  static __m256i load(const B& b) { return nibbles_through(b.qs, kvalues_iq4nl); }
   static float scale(const B& b) { return fp16_to_fp32(b.d); }
 };
 
