@@ -216,6 +216,7 @@ def test_grouped_q4_K_equals_rows(level):
         blk[0, :, 4:16] = 0xFF       # row 0: every 6-bit scale and min 63
         blk[1, :, 16:] = 0xFF        # row 1: every nibble 15
         blk[2, :, 4:16] = 0x00       # row 2: scales and mins 0
+        blk[3, :, 4:] = 0xFF         # row 3: both at their maximum: with x[4] the largest sums (the float fmas' bound)
         x = rng.standard_normal((70, k)).astype(np.float32)
         x[3] *= 1e-3
         x[4] = 127.0                 # one activation row at a constant (its q8 all 127)
