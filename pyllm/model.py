@@ -20,8 +20,7 @@ class Model:
         self.core = core
         self.path = str(path)
         # ValueError / GGUFError with the file's name
-        kw = {} if repack else {"repack": False}  # (a test's stand-in core need not know the option)
-        self._m = core.Model(self.path, load_mtp=load_mtp, mmap=-1 if mmap is None else int(bool(mmap)), **kw)
+        self._m = core.Model(self.path, load_mtp=load_mtp, mmap=-1 if mmap is None else int(bool(mmap)), repack=repack)
         m = self._m
         # load-time 16-row groups (--repack): matrices, bytes, bytes copied out of a mapped file
         self.n_grouped: int = int(getattr(m, "n_grouped", 0))

@@ -206,11 +206,7 @@ void geglu_row(const float* x, const float* g, float* y, int n) {
 }
 
 void weight_to_float(const Weight& w, float* out) {
-  const auto& tr = get_type_traits(w.type);
-  for (int64_t r = 0; r < w.ne[1] * w.ne[2]; r++) {
-    if (w.grouped) get_row(w, r, out + r * w.ne[0]);
-    else tr.to_float(w.data + r * w.nb1, out + r * w.ne[0], w.ne[0]);
-  }
+  for (int64_t r = 0; r < w.ne[1] * w.ne[2]; r++) get_row(w, r, out + r * w.ne[0]);  // grouped rows too
 }
 
 }  // namespace pyllm

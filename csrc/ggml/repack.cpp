@@ -67,26 +67,28 @@ void deinterleave_row(ggml_type t, const uint8_t* g, int r, int64_t K, uint8_t* 
   convert_any(t, out, 0, const_cast<uint8_t*>(g), K, r, r + 1, false);
 }
 
+// The references read each row back in GGUF layout (deinterleave_row: the group layout is written down only in
+// convert_any's field lists) and compute on its blocks.
 void x16_q4_K_ref(int K, const void* vg, const void* vy, size_t by, int k, float* C, size_t ldc) {
-  const block_q4_Kx16* x = (const block_q4_Kx16*)vg;
-  for (int t = 0; t < k; t++) {
-    const block_q8_K* y = (const block_q8_K*)((const uint8_t*)vy + t * by);
-    for (int r = 0; r < kGroupRows; r++) {
+  std::vector<block_q4_K> row(K / QK_K);
+  for (int r = 0; r < kGroupRows; r++) {
+    deinterleave_row(GGML_TYPE_Q4_K, (const uint8_t*)vg, r, K, (uint8_t*)row.data());
+    for (int t = 0; t < k; t++) {
+      const block_q8_K* y = (const block_q8_K*)((const uint8_t*)vy + t * by);
       float acc = 0.f, accm = 0.f;
       for (int i = 0; i < K / QK_K; i++) {
-        uint8_t sc[12], qs[128], s[8], m[8];
-        for (int w = 0; w < 3; w++) std::memcpy(sc + 4 * w, &x[i].scales[w][r], 4);
-        for (int v = 0; v < 32; v++) std::memcpy(qs + 4 * v, &x[i].qs[v][r], 4);
-        for (int j = 0; j < 8; j++) get_scale_min_k4(j, sc, &s[j], &m[j]);
+        const block_q4_K& x = row[i];
         int is = 0, imin = 0;  // exact: the order of the integer sums does not matter
         for (int j = 0; j < 8; j++) {
+          uint8_t sc, mn;
+          get_scale_min_k4(j, x.scales, &sc, &mn);
           int p = 0;
-          for (int l = 0; l < 32; l++) p += ((qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 15) * y[i].qs[32 * j + l];
-          is += s[j] * p;
-          imin += m[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+          for (int l = 0; l < 32; l++) p += ((x.qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 15) * y[i].qs[32 * j + l];
+          is += sc * p;
+          imin += mn * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
         }
-        acc = std::fma((float)is, fp16_to_fp32(x[i].d[r]) * y[i].d, acc);
-        accm = std::fma((float)imin, fp16_to_fp32(x[i].dmin[r]) * y[i].d, accm);
+        acc = std::fma((float)is, fp16_to_fp32(x.d) * y[i].d, acc);
+        accm = std::fma((float)imin, fp16_to_fp32(x.dmin) * y[i].d, accm);
       }
       C[t * ldc + r] = acc - accm;
     }
@@ -94,18 +96,18 @@ void x16_q4_K_ref(int K, const void* vg, const void* vy, size_t by, int k, float
 }
 
 void x16_iq4_nl_ref(int K, const void* vg, const void* vy, size_t by, int k, float* C, size_t ldc) {
-  const block_iq4_nlx16* x = (const block_iq4_nlx16*)vg;
-  for (int t = 0; t < k; t++) {
-    const block_q8_0* y = (const block_q8_0*)((const uint8_t*)vy + t * by);
-    for (int r = 0; r < kGroupRows; r++) {
+  std::vector<block_iq4_nl> row(K / QK4_NL);
+  for (int r = 0; r < kGroupRows; r++) {
+    deinterleave_row(GGML_TYPE_IQ4_NL, (const uint8_t*)vg, r, K, (uint8_t*)row.data());
+    for (int t = 0; t < k; t++) {
+      const block_q8_0* y = (const block_q8_0*)((const uint8_t*)vy + t * by);
       float acc = 0.f;
       for (int b = 0; b < K / QK4_NL; b++) {
-        uint8_t qs[16];
-        for (int v = 0; v < 4; v++) std::memcpy(qs + 4 * v, &x[b].qs[v][r], 4);
+        const block_iq4_nl& x = row[b];
         int isum = 0;
         for (int l = 0; l < 16; l++)
-          isum += kvalues_iq4nl[qs[l] & 15] * y[b].qs[l] + kvalues_iq4nl[qs[l] >> 4] * y[b].qs[l + 16];
-        acc = std::fma((float)isum, fp16_to_fp32(x[b].d[r]) * fp16_to_fp32(y[b].d), acc);
+          isum += kvalues_iq4nl[x.qs[l] & 15] * y[b].qs[l] + kvalues_iq4nl[x.qs[l] >> 4] * y[b].qs[l + 16];
+        acc = std::fma((float)isum, fp16_to_fp32(x.d) * fp16_to_fp32(y[b].d), acc);
       }
       C[t * ldc + r] = acc;
     }

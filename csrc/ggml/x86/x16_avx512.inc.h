@@ -11,6 +11,19 @@ static inline __m512i bcast4(const int8_t* p) {
   std::memcpy(&v, p, 4);
   return _mm512_set1_epi32(v);
 }
+// pass(std::integral_constant<int, KT>, t) for the k tokens in runs of KT = 4, then the last k % 4 (each KT
+// its own unrolled pass: the accumulators stay in registers)
+template <class Pass>
+static inline void token_passes(int k, Pass&& pass) {
+  int t = 0;
+  for (; t + 4 <= k; t += 4) pass(std::integral_constant<int, 4>(), t);
+  switch (k - t) {
+    case 1: pass(std::integral_constant<int, 1>(), t); break;
+    case 2: pass(std::integral_constant<int, 2>(), t); break;
+    case 3: pass(std::integral_constant<int, 3>(), t); break;
+    default: break;
+  }
+}
 struct Q4KSb {  // one super-block's per-row scales: sc in bytes 0..3 of slo (sub-blocks 0..3) / shi (4..7)
   __m512 d, dm;
   __m512i slo, shi, mp[4];  // mp: (m0, m2), (m1, m3), (m4, m6), (m5, m7) as int16 pairs
@@ -86,14 +99,7 @@ static void x16_q4_K_512(int n, const void* vg, const void* vy, size_t by, int k
     const Q4KSb s = q4_K_x16_scales(g[i]);
     const block_q8_K* y[kMaxRowsK];
     for (int t = 0; t < k; t++) y[t] = (const block_q8_K*)((const uint8_t*)vy + t * by) + i;
-    int t = 0;
-    for (; t + 4 <= k; t += 4) q4_K_x16_pass<4>(g[i], s, y + t, acc + t, accm + t);
-    switch (k - t) {
-      case 1: q4_K_x16_pass<1>(g[i], s, y + t, acc + t, accm + t); break;
-      case 2: q4_K_x16_pass<2>(g[i], s, y + t, acc + t, accm + t); break;
-      case 3: q4_K_x16_pass<3>(g[i], s, y + t, acc + t, accm + t); break;
-      default: break;
-    }
+    token_passes(k, [&](auto kt, int t) { q4_K_x16_pass<decltype(kt)::value>(g[i], s, y + t, acc + t, accm + t); });
   }
   for (int t = 0; t < k; t++) _mm512_storeu_ps(C + t * ldc, _mm512_sub_ps(acc[t], accm[t]));
 }
@@ -133,14 +139,7 @@ static void x16_iq4_nl_512(int n, const void* vg, const void* vy, size_t by, int
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)g[b].d));
     const block_q8_0* y[kMaxRowsK];
     for (int t = 0; t < k; t++) y[t] = (const block_q8_0*)((const uint8_t*)vy + t * by) + b;
-    int t = 0;
-    for (; t + 4 <= k; t += 4) iq4_nl_x16_pass<4>(w, ws128, d, y + t, acc + t);
-    switch (k - t) {
-      case 1: iq4_nl_x16_pass<1>(w, ws128, d, y + t, acc + t); break;
-      case 2: iq4_nl_x16_pass<2>(w, ws128, d, y + t, acc + t); break;
-      case 3: iq4_nl_x16_pass<3>(w, ws128, d, y + t, acc + t); break;
-      default: break;
-    }
+    token_passes(k, [&](auto kt, int t) { iq4_nl_x16_pass<decltype(kt)::value>(w, ws128, d, y + t, acc + t); });
   }
   for (int t = 0; t < k; t++) _mm512_storeu_ps(C + t * ldc, acc[t]);
 }
