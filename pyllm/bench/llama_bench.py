@@ -387,7 +387,7 @@ def run(params: BenchParams, out=None, err=None) -> int:
         nbytes = bw_buffer_bytes()
         for nt in dict.fromkeys(params.n_threads):
             bws[nt] = read_bandwidth(nt, nbytes)
-            notes.append(f"read bandwidth: {bws[nt] / 1e9:.2f} GB/s with -t {nt} (best of 5 reads x 4 patterns of "
+            notes.append(f"read bandwidth: {bws[nt] / 1e9:.2f} GB/s with -t {nt} (best of 5 reads x 7 patterns of "
                          f"{nbytes / 1024 ** 3:.2f} GiB; last-level cache {llc_bytes() / 1024 ** 2:.0f} MiB)")
     printers = [p for p in (make_printer(params.output, out, _build()), make_printer(params.output_err, err, _build()))
                 if p is not None]

@@ -533,8 +533,9 @@ void quants_override_avx512(type_traits* t) {
   put(GGML_TYPE_Q5_1, vd1<K_unsigned_512<W_q5_1>>, vdk<K_unsigned_512<W_q5_1>>);
   t[GGML_TYPE_Q6_K].vec_dot = vd1<K_q6_K_512>; t[GGML_TYPE_Q6_K].vec_dot_k = vdk<K_q6_K_512>;
   t[GGML_TYPE_Q4_K].vec_dot_rp = vd1<K_q4_K_rp_512>; t[GGML_TYPE_Q4_K].vec_dot_rp_k = vdk<K_q4_K_rp_512>;
-  t[GGML_TYPE_Q4_K].x16_tile = x16_q4_K_512;
-  t[GGML_TYPE_IQ4_NL].x16_tile = x16_iq4_nl_512;
+  const bool l1 = x16_prefetch_l1();
+  t[GGML_TYPE_Q4_K].x16_tile = l1 ? x16_q4_K_512<_MM_HINT_T0> : x16_q4_K_512<_MM_HINT_T1>;
+  t[GGML_TYPE_IQ4_NL].x16_tile = l1 ? x16_iq4_nl_512<_MM_HINT_T0> : x16_iq4_nl_512<_MM_HINT_T1>;
   // F32/F16 keep the table's ggml_vec_dot_f32/_f16 (vec_dot_ggml.h): same bits at every level
   t[GGML_TYPE_BF16].vec_dot = vd_bf16;
   t[GGML_TYPE_F16].to_float = f16_to_float;
