@@ -389,9 +389,9 @@ def test_rss_after_load(key):
     assert r["rss"] <= limit, f"RSS {r['rss']} > file {size} + KV {r['kv']} + 100 MiB"
 
 
-@pytest.mark.parametrize("name", ["qwen35-Q4_K_M", "moe-fused-Q4_K_M", "gemma3"])
+@pytest.mark.parametrize("name", ["qwen35-Q4_K_M", "moe-fused-Q4_K_M", "gemma3", "qwen35-Q8_0", "moe-Q8_0"])
 def test_repack_changes_no_bits(name):
-    """--repack (Q4_K matrices in 16-row groups at load, at avx512/amx) == --no-repack, bit for bit: prompt,
+    """--repack (Q4_K and Q8_0 matrices in 16-row groups at load, at avx512/amx) == --no-repack, bit for bit: prompt,
     a verification-sized batch and decode steps give the same logits (embedding rows of a grouped token_embd,
     a fused gate_up expert matrix sliced at its middle, tied heads), and the load says what it converted."""
     from conftest import gemma3_path

@@ -230,7 +230,34 @@ def test_grouped_q4_K_equals_rows(level):
     with pytest.raises(ValueError, match="16-row groups"):
         c.matmul(int(t), weights(t, 24, 256, rng), 24, x[:1, :256], grouped=True)
     with pytest.raises(ValueError, match="16-row groups"):
-        c.matmul(int(QT.Q8_0), weights(QT.Q8_0, 16, 256, rng), 16, x[:1, :256], grouped=True)
+        c.matmul(int(QT.Q6_K), weights(QT.Q6_K, 16, 256, rng), 16, x[:1, :256], grouped=True)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_grouped_q8_0_equals_rows(level):
+    """Q8_0 in 16-row groups (weights stored + 128) keeps the SIMD vec_dot's arithmetic (8 lane chains per row,
+    then hsum8's tree): every path (the group kernel for 1..8 tokens and the rest past 8, the AMX tiles from
+    64 tokens, 1 and 2 threads; at the scalar level the reference) gives each pair the bits of the GGUF rows at
+    the SIMD levels (avx2's, which are avx512's), including rows at -128 and 127 against activations at their
+    extremes."""
+    rng = np.random.default_rng(47)
+    t = QT.Q8_0
+    for k, n_rows in ((32 * 9, 48), (1024, 32), (32 * 163, 16)):
+        w = weights(t, n_rows, k, rng)
+        blk = w.reshape(n_rows, k // 32, 34)
+        blk[0, :, 2:] = 0x80          # row 0: every weight -128
+        blk[1, :, 2:] = 0x7F          # row 1: every weight 127
+        x = rng.standard_normal((70, k)).astype(np.float32)
+        x[3] *= 1e-3
+        x[4] = 127.0                  # q8 all 127
+        x[5] = -127.0
+        c.set_simd_level("avx2")
+        want = np.concatenate([c.matmul(int(t), w, n_rows, x[b:b + 1]) for b in range(len(x))])
+        c.set_simd_level(level)
+        for b in (1, 2, 3, 5, 8, 9, 17, 64, 70):
+            for nt in (1, 2):
+                got = c.matmul(int(t), w, n_rows, x[:b], nt, grouped=True)
+                assert np.array_equal(bits(got), bits(want[:b])), f"{level} K={k} B={b} threads={nt}"
 
 
 @pytest.mark.parametrize("level", LEVELS)

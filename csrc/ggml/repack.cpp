@@ -10,7 +10,7 @@
 
 namespace pyllm {
 
-bool interleave_supported(ggml_type t) { return t == GGML_TYPE_Q4_K || t == GGML_TYPE_IQ4_NL; }
+bool interleave_supported(ggml_type t) { return t == GGML_TYPE_Q4_K || t == GGML_TYPE_IQ4_NL || t == GGML_TYPE_Q8_0; }
 
 static void check(ggml_type t, int64_t K) {
   if (!interleave_supported(t)) throw std::invalid_argument(std::string("no 16-row group layout for type ") + type_name(t));
@@ -19,7 +19,7 @@ static void check(ggml_type t, int64_t K) {
 }
 
 // One block of 16 rows <-> the group's block: the fields as 16-row arrays (a field of n bytes: n / 4 words per
-// row when n > 2, else one half per row). Both layouts are listed once here.
+// row when n > 2, else one half per row; mv's flip: bytes stored ^ flip). Both layouts are listed once here.
 template <class Fn>
 static void q4_K_fields(block_q4_K& b, block_q4_Kx16& o, int r, Fn&& mv) {
   mv(&b.d, &o.d[r], 2); mv(&b.dmin, &o.dmin[r], 2);
@@ -31,6 +31,11 @@ static void iq4_nl_fields(block_iq4_nl& b, block_iq4_nlx16& o, int r, Fn&& mv) {
   mv(&b.d, &o.d[r], 2);
   for (int v = 0; v < 4; v++) mv(b.qs + 4 * v, &o.qs[v][r], 4);
 }
+template <class Fn>
+static void q8_0_fields(block_q8_0& b, block_q8_0x16& o, int r, Fn&& mv) {
+  mv(&b.d, &o.d[r], 2);
+  for (int v = 0; v < 8; v++) mv(b.qs + 4 * v, &o.qs[v][r], 4, 0x80);  // + 128: the xor is its own inverse
+}
 // group <- rows (to_group) or row r <- group, block by block
 template <class B, class G, class F>
 static void convert(const uint8_t* rows, size_t rb, uint8_t* grp, int64_t nb, int r0, int r1, bool to_group, F fields) {
@@ -38,8 +43,10 @@ static void convert(const uint8_t* rows, size_t rb, uint8_t* grp, int64_t nb, in
     for (int r = r0; r < r1; r++) {
       B& b = ((B*)(rows + (to_group ? r * rb : 0)))[i];
       G& o = ((G*)grp)[i];
-      fields(b, o, r, [&](void* row_f, void* grp_f, size_t n) {
-        if (to_group) std::memcpy(grp_f, row_f, n); else std::memcpy(row_f, grp_f, n);
+      fields(b, o, r, [&](void* row_f, void* grp_f, size_t n, uint8_t flip = 0) {  // a field's n bytes, ^ flip
+        uint8_t* dst = (uint8_t*)(to_group ? grp_f : row_f);
+        const uint8_t* src = (const uint8_t*)(to_group ? row_f : grp_f);
+        for (size_t j = 0; j < n; j++) dst[j] = src[j] ^ flip;
       });
     }
 }
@@ -47,8 +54,10 @@ static void convert_any(ggml_type t, const uint8_t* rows, size_t rb, uint8_t* gr
   uint8_t* rw = const_cast<uint8_t*>(rows);  // written only when !to_group
   if (t == GGML_TYPE_Q4_K)
     convert<block_q4_K, block_q4_Kx16>(rw, rb, grp, K / QK_K, r0, r1, to_group, [](auto& b, auto& o, int r, auto&& mv) { q4_K_fields(b, o, r, mv); });
-  else
+  else if (t == GGML_TYPE_IQ4_NL)
     convert<block_iq4_nl, block_iq4_nlx16>(rw, rb, grp, K / QK4_NL, r0, r1, to_group, [](auto& b, auto& o, int r, auto&& mv) { iq4_nl_fields(b, o, r, mv); });
+  else
+    convert<block_q8_0, block_q8_0x16>(rw, rb, grp, K / QK8_0, r0, r1, to_group, [](auto& b, auto& o, int r, auto&& mv) { q8_0_fields(b, o, r, mv); });
 }
 
 void interleave_rows(ggml_type t, const uint8_t* src, uint8_t* dst, int64_t n_rows, int64_t K) {
@@ -110,6 +119,26 @@ void x16_iq4_nl_ref(int K, const void* vg, const void* vy, size_t by, int k, flo
         acc = std::fma((float)isum, fp16_to_fp32(x.d) * fp16_to_fp32(y[b].d), acc);
       }
       C[t * ldc + r] = acc;
+    }
+  }
+}
+
+void x16_q8_0_ref(int K, const void* vg, const void* vy, size_t by, int k, float* C, size_t ldc) {
+  std::vector<block_q8_0> row(K / QK8_0);
+  for (int r = 0; r < kGroupRows; r++) {
+    deinterleave_row(GGML_TYPE_Q8_0, (const uint8_t*)vg, r, K, (uint8_t*)row.data());
+    for (int t = 0; t < k; t++) {
+      const block_q8_0* y = (const block_q8_0*)((const uint8_t*)vy + t * by);
+      float a[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};  // the SIMD vec_dot's lanes
+      for (int b = 0; b < K / QK8_0; b++) {
+        const float dd = fp16_to_fp32(row[b].d) * fp16_to_fp32(y[b].d);
+        for (int l = 0; l < 8; l++) {
+          int p = 0;
+          for (int j = 4 * l; j < 4 * l + 4; j++) p += row[b].qs[j] * y[b].qs[j];
+          a[l] = std::fma((float)p, dd, a[l]);
+        }
+      }
+      C[t * ldc + r] = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));  // hsum8
     }
   }
 }

@@ -27,6 +27,13 @@ struct block_iq4_nlx16 {
   uint32_t qs[4][kGroupRows];  // word v (bytes 4v..4v+3) of row r's 16 qs bytes
 };
 static_assert(sizeof(block_iq4_nlx16) == kGroupRows * sizeof(block_iq4_nl), "block_iq4_nlx16 size");
+// Q8_0, block b of a group (544 bytes = 16 block_q8_0). The weights are stored + 128 (qs ^ 0x80, unsigned), the
+// operand dpbusd takes unsigned, so the activations stay as they are.
+struct block_q8_0x16 {
+  half d[kGroupRows];
+  uint32_t qs[8][kGroupRows];  // word v (bytes 4v..4v+3) of row r's 32 qs bytes, each ^ 0x80
+};
+static_assert(sizeof(block_q8_0x16) == kGroupRows * sizeof(block_q8_0), "block_q8_0x16 size");
 
 // The types with a group layout (and a group kernel at every SIMD level).
 bool interleave_supported(ggml_type t);
@@ -39,8 +46,11 @@ void deinterleave_row(ggml_type t, const uint8_t* g, int r, int64_t K, uint8_t* 
 // t < k. Q4_K: dot_q4_K_rp's arithmetic per row. IQ4_NL: llama.cpp's for its repacked IQ4_NL (the rp
 // form of MXFP4, dot_b32_rp): per 32-block the exact integer isum, then acc = fma(isum, d * y.d, acc), block
 // after block (not vec_dot's lanes: grouped IQ4_NL rows have these bits at every batch size, ungrouped ones
-// vec_dot's).
+// vec_dot's). Q8_0: the SIMD vec_dot's arithmetic (its 8 lanes: lane l sums bytes 4l..4l+3 of each block
+// exactly and does fma(p_l, d * y.d, acc_l) block after block; then hsum8's tree), so a grouped row has
+// the bits of the GGUF layout at the SIMD levels (the scalar vec_dot's one chain differs in the last bits).
 void x16_q4_K_ref(int K, const void* g, const void* y, size_t by, int k, float* C, size_t ldc);
 void x16_iq4_nl_ref(int K, const void* g, const void* y, size_t by, int k, float* C, size_t ldc);
+void x16_q8_0_ref(int K, const void* g, const void* y, size_t by, int k, float* C, size_t ldc);
 
 }  // namespace pyllm

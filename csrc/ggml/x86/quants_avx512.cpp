@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "ggml/fp16.h"
 #include "ggml/repack.h"
@@ -536,6 +537,7 @@ void quants_override_avx512(type_traits* t) {
   const bool l1 = x16_prefetch_l1();
   t[GGML_TYPE_Q4_K].x16_tile = l1 ? x16_q4_K_512<_MM_HINT_T0> : x16_q4_K_512<_MM_HINT_T1>;
   t[GGML_TYPE_IQ4_NL].x16_tile = l1 ? x16_iq4_nl_512<_MM_HINT_T0> : x16_iq4_nl_512<_MM_HINT_T1>;
+  t[GGML_TYPE_Q8_0].x16_tile = l1 ? x16_q8_0_512<_MM_HINT_T0> : x16_q8_0_512<_MM_HINT_T1>;
   // F32/F16 keep the table's ggml_vec_dot_f32/_f16 (vec_dot_ggml.h): same bits at every level
   t[GGML_TYPE_BF16].vec_dot = vd_bf16;
   t[GGML_TYPE_F16].to_float = f16_to_float;
