@@ -437,3 +437,30 @@ def test_plot_without_matplotlib_names_the_extra(fake_http, tmp_path, capsys, mo
     cap = capsys.readouterr()
     assert cap.err.strip() == 'error: --plot needs matplotlib, which is not installed: pip install "pyllm[plot]"'
     assert cap.out == "" and not png.exists()
+
+
+def _bench_server(args):
+    root = Path(__file__).resolve().parent.parent
+    return subprocess.run([sys.executable, str(root / "tools" / "bench_server.py")] + args, capture_output=True,
+                          text=True, timeout=300, cwd=str(root))
+
+
+def test_bench_server_variants():
+    """tools/bench_server.py --variant: one speculative pyllm server measured with MTP on and, through the
+    request field speculative.type = "none", off; the off column drafts nothing, the on column drafts; a bad
+    --variant is refused with its name."""
+    model = str(SHARED_MODELS / "qwen35-tiny-mtp-Q8_0.gguf")
+    out = _bench_server(["-m", model, "--clients", "1,2", "-n", "8", "-r", "1",
+                         "--engine", f"pyllm={sys.executable} -m pyllm.server --spec-type draft-mtp --spec-draft-n-max 2",
+                         "--variant", "mtp={}", "--variant", 'plain={"speculative.type": "none"}',
+                         "--", "-np", "2", "-c", "1024", "-t", "1"])
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = [l for l in out.stdout.splitlines() if l.startswith("| 1 |") or l.startswith("| 2 |")]
+    assert len(rows) == 2 and "pyllm mtp tok/s" in out.stdout and "pyllm plain tok/s" in out.stdout
+    for r in rows:
+        acc = r.split("|")[-2]  # "pyllm mtp: A/D, pyllm plain: A/D"
+        mtp, plain = [x.split(":")[1].strip() for x in acc.split(",")]
+        assert int(mtp.split("/")[1]) > 0, r
+        assert plain == "0/0", r
+    bad = _bench_server(["-m", model, "--engine", "x=true", "--variant", "v={oops"])
+    assert bad.returncode != 0 and "--variant v: bad JSON" in bad.stderr

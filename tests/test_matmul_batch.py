@@ -201,6 +201,16 @@ def test_decode_rows_repacked_q4_K(level):
             assert np.array_equal(bits(c.matmul(int(t), w, n_rows, x, nt)[0]), bits(one)), f"{level} K={k} batch"
 
 
+def assert_grouped_gives(level, t, w, n_rows, x, want):
+    """The grouped matmul at `level` gives want's bits for decode, verification batches 2..8, their remainders
+    past 8 and the AMX tiles from 64 tokens, on 1 and 2 threads."""
+    c.set_simd_level(level)
+    for b in (1, 2, 3, 5, 8, 9, 17, 64, 70):
+        for nt in (1, 2):
+            got = c.matmul(int(t), w, n_rows, x[:b], nt, grouped=True)
+            assert np.array_equal(bits(got), bits(want[:b])), f"{level} K={x.shape[1]} B={b} threads={nt}"
+
+
 @pytest.mark.parametrize("level", LEVELS)
 def test_grouped_q4_K_equals_rows(level):
     """Q4_K in 16-row groups (a model's load at avx512/amx; ggml/repack.h): every (row, token) result is the
@@ -222,11 +232,7 @@ def test_grouped_q4_K_equals_rows(level):
         x[4] = 127.0                 # one activation row at a constant (its q8 all 127)
         c.set_simd_level(ref_level)
         want = np.concatenate([c.matmul(int(t), w, n_rows, x[b:b + 1]) for b in range(len(x))])
-        c.set_simd_level(level)
-        for b in (1, 2, 3, 5, 8, 9, 17, 64, 70):
-            for nt in (1, 2):
-                got = c.matmul(int(t), w, n_rows, x[:b], nt, grouped=True)
-                assert np.array_equal(bits(got), bits(want[:b])), f"{level} K={k} B={b} threads={nt}"
+        assert_grouped_gives(level, t, w, n_rows, x, want)
     with pytest.raises(ValueError, match="16-row groups"):
         c.matmul(int(t), weights(t, 24, 256, rng), 24, x[:1, :256], grouped=True)
     with pytest.raises(ValueError, match="16-row groups"):
@@ -253,11 +259,7 @@ def test_grouped_q8_0_equals_rows(level):
         x[5] = -127.0
         c.set_simd_level("avx2")
         want = np.concatenate([c.matmul(int(t), w, n_rows, x[b:b + 1]) for b in range(len(x))])
-        c.set_simd_level(level)
-        for b in (1, 2, 3, 5, 8, 9, 17, 64, 70):
-            for nt in (1, 2):
-                got = c.matmul(int(t), w, n_rows, x[:b], nt, grouped=True)
-                assert np.array_equal(bits(got), bits(want[:b])), f"{level} K={k} B={b} threads={nt}"
+        assert_grouped_gives(level, t, w, n_rows, x, want)
 
 
 @pytest.mark.parametrize("level", LEVELS)
@@ -277,11 +279,7 @@ def test_grouped_iq4_nl_equals_reference(level):
         want = np.concatenate([c.matmul(int(t), w, n_rows, x[b:b + 1], grouped=True) for b in range(len(x))])
         plain = c.matmul(int(t), w, n_rows, x)
         assert np.allclose(want, plain, rtol=1e-5, atol=1e-5 * np.abs(plain).max())
-        c.set_simd_level(level)
-        for b in (1, 2, 3, 5, 8, 9, 17, 64, 70):
-            for nt in (1, 2):
-                got = c.matmul(int(t), w, n_rows, x[:b], nt, grouped=True)
-                assert np.array_equal(bits(got), bits(want[:b])), f"{level} K={k} B={b} threads={nt}"
+        assert_grouped_gives(level, t, w, n_rows, x, want)
 
 
 @pytest.mark.parametrize("level", LEVELS)

@@ -5,7 +5,9 @@ Starts each engine's server on 127.0.0.1 (same model file and flags), sends C si
 /completion requests (greedy, fixed n_predict, cache_prompt off) for C in --clients, and reports
 aggregate tokens/s = total generated tokens / wall time of the batch, best of -r runs, with the
 ratio of each engine to the first one. Engines alternate per measurement so both see the same
-machine load.
+machine load. `--variant NAME=JSON` (repeatable) measures each engine once per variant, with those
+request fields added (e.g. `plain={"speculative.type": "none"}` beside `mtp={}` on one speculative
+pyllm server: MTP on and off in the same process, where two 16 GB servers would not fit in memory).
 
   python tools/bench_server.py -m models/qwen35-tiny-mtp-Q8_0.gguf --clients 1,4,8 \\
       --engine pyllm="python -m pyllm.server" --engine llama.cpp=/path/to/llama-server \\
@@ -43,15 +45,16 @@ def post_completion(server, body):
     return r
 
 
-def batch(server, clients, n_predict):
-    """C simultaneous requests; returns (aggregate tok/s, draft_n, draft_n_accepted)."""
+def batch(server, clients, n_predict, fields=None):
+    """C simultaneous requests (with the variant's extra request fields); returns (aggregate tok/s, draft_n,
+    draft_n_accepted)."""
     results = [None] * clients
     errors = []
     def one(i):
         try:
             results[i] = post_completion(server, {
                 "prompt": PROMPTS[i % len(PROMPTS)], "n_predict": n_predict, "temperature": 0,
-                "cache_prompt": False, "ignore_eos": True, "seed": 1})
+                "cache_prompt": False, "ignore_eos": True, "seed": 1, **(fields or {})})
         except (BenchError, OSError) as e:  # reported after the batch, not lost in the thread
             errors.append(e)
     threads = [threading.Thread(target=one, args=(i,)) for i in range(clients)]
@@ -76,11 +79,26 @@ def main(argv=None):
     ap.add_argument("--clients", default="1,4,8")
     ap.add_argument("-n", "--n-predict", type=int, default=128)
     ap.add_argument("-r", "--repeat", type=int, default=3)
+    ap.add_argument("--variant", action="append", default=[],
+                    help="NAME=JSON: request fields added for this variant (repeatable; each engine runs each)")
     ap.add_argument("--json", help="write results here")
     ap.add_argument("extra", nargs=argparse.REMAINDER, help="-- then flags passed to every server")
     a = ap.parse_args(argv)
     extra = a.extra[1:] if a.extra[:1] == ["--"] else a.extra
     engines = [e.split("=", 1) for e in a.engine]
+    if any(len(e) != 2 for e in engines):
+        ap.error("--engine takes NAME=COMMAND")
+    variants = {}
+    for v in a.variant:
+        name, eq, body = v.partition("=")
+        try:
+            fields = json.loads(body) if eq else None
+        except json.JSONDecodeError as e:
+            ap.error(f"--variant {name}: bad JSON ({e})")
+        if not isinstance(fields, dict):
+            ap.error(f"--variant takes NAME=JSON with a JSON object, got {v!r}")
+        variants[name] = fields
+    variants = variants or {"": {}}
     clients = [int(c) for c in a.clients.split(",")]
     servers = {}
     try:
@@ -89,21 +107,23 @@ def main(argv=None):
             servers[name] = start_server(name, cmd, a.model, extra)
         for name in servers:  # warm-up
             batch(servers[name], 1, 8)
-        res = {name: {c: (0.0, 0, 0) for c in clients} for name in servers}
+        cols = [(e, v) for e in servers for v in variants]  # (engine, variant): one column each
+        label = {(e, v): f"{e} {v}".strip() for e, v in cols}
+        res = {label[col]: {c: (0.0, 0, 0) for c in clients} for col in cols}
         for rep in range(a.repeat):
             for c in clients:
-                for name, srv in servers.items():
-                    tps, dn, da = batch(srv, c, a.n_predict)
-                    if tps > res[name][c][0]:
-                        res[name][c] = (tps, dn, da)
-                    print(f"rep {rep} clients {c} {name}: {tps:.1f} tok/s", file=sys.stderr)
+                for e, v in cols:
+                    tps, dn, da = batch(servers[e], c, a.n_predict, variants[v])
+                    if tps > res[label[e, v]][c][0]:
+                        res[label[e, v]][c] = (tps, dn, da)
+                    print(f"rep {rep} clients {c} {label[e, v]}: {tps:.1f} tok/s", file=sys.stderr)
     except BenchError as e:
         print(e, file=sys.stderr)
         return 1
     finally:
         for s in servers.values():
             s.close()
-    names = list(servers)
+    names = list(res)
     head = "| clients | " + " | ".join(f"{n} tok/s" for n in names) + " | " + " | ".join(f"{n}/{names[0]}" for n in names[1:]) + " | accepted/drafted |"
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
