@@ -125,3 +125,16 @@ def test_speculative_stats(tmp_path):
         assert m["spec_decode_num_drafts_total"] > 0 and m["accepted_per_pos"]
     finally:
         e.close()
+
+
+def test_cache_ram_limited_to_available_memory():
+    """--cache-ram is capped at half the memory available after the load (the weights are read into memory),
+    kept where it fits or where the memory cannot be read, and -1 (no limit) stays as asked."""
+    from pyllm.server.engine import available_mib, cache_ram_limit
+    assert cache_ram_limit(8192, 6000) == 3000
+    assert cache_ram_limit(1024, 6000) == 1024
+    assert cache_ram_limit(8192, None) == 8192
+    assert cache_ram_limit(-1, 6000) == -1
+    assert cache_ram_limit(8192, 1) == 1
+    a = available_mib()
+    assert a is None or a > 0
