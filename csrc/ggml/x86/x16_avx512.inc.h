@@ -87,7 +87,7 @@ static inline void q4_K_x16_pass(const block_q4_Kx16& b, const Q4KSb& s, const b
 // Software prefetch of the stream X16_PF bytes ahead; without it the group kernels stream at about half the
 // read bandwidth. The cache level is the machine's (bench_matmul A/B, B = 1, 188 MB Q4_K matrix): into L2 (T1)
 // on Intel (SPR: T0 and other distances were worse), into L1 (T0) on AMD (Zen 5: T1 90 %, T0 103 % of the
-// -t 1 probe). x16_hint() picks it once, at table setup.
+// -t 1 probe). x16_prefetch_l1() picks it once, at table setup.
 #ifndef X16_PF
 #define X16_PF 9216
 #endif
