@@ -160,13 +160,14 @@ static void x16_iq4_nl_512(int n, const void* vg, const void* vy, size_t by, int
 // 4l..4l+3 of a block) has its own accumulator vector, so a token takes 8 registers: the tokens go through the
 // whole group 2 at a time, their accumulators in registers (blocks inside tokens: the group's blocks come from
 // memory once, then from L2). Lane sums: dpbusd of the stored w + 128 with 4 broadcast activation bytes, from
-// -128 * those bytes' sum (exact; made for all of a token's blocks first, they enter as memory broadcasts).
+// -128 * those bytes' sum (exact; one 256-bit dpbusd per token and block gives the 8).
 // Then fma(p, d * y.d, acc_l) per block and hsum8's tree at the end: each row's bits are vec_dot's. Per token
 // and block: 8 dpbusd, 8 conversions, 8 fmas, 16 broadcast loads (in cache at -t 1 on a Zen 5, K = 2048:
-// B = 1 80-87, B = 8 118-122 GMAC/s, where the GGUF rows' kernels did 36 and 69).
+// B = 1 70-87, B = 8 118-122 GMAC/s, where the GGUF rows' kernels did 36 and 69).
 template <int KT, int Hint>
-static inline void q8_0_x16_run(int nb, const block_q8_0x16* g, const block_q8_0* const* y, const int32_t* corr,
-                                bool fetch, float* C, size_t ldc) {
+static inline void q8_0_x16_run(int nb, const block_q8_0x16* g, const block_q8_0* const* y, bool fetch, float* C,
+                                size_t ldc) {
+  const __m256i c80 = _mm256_set1_epi8((char)0x80), z = _mm256_setzero_si256();
   __m512 acc[KT][8];
   for (int t = 0; t < KT; t++)
     for (int l = 0; l < 8; l++) acc[t][l] = _mm512_setzero_ps();
@@ -177,10 +178,11 @@ static inline void q8_0_x16_run(int nb, const block_q8_0x16* g, const block_q8_0
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)g[b].d));
     for (int t = 0; t < KT; t++) {
       const block_q8_0& yb = y[t][b];
-      const int32_t* cb = corr + ((size_t)t * nb + b) * 8;
+      alignas(32) int32_t corr[8];  // -128 * (sum of y's bytes 4l..4l+3)
+      _mm256_store_si256((__m256i*)corr, _mm256_sub_epi32(z, _mm256_dpbusd_epi32(z, c80, _mm256_loadu_si256((const __m256i*)yb.qs))));
       const __m512 dd = _mm512_mul_ps(d, _mm512_set1_ps(h2f(yb.d)));
       for (int l = 0; l < 8; l++) {
-        const __m512i p = _mm512_dpbusd_epi32(_mm512_set1_epi32(cb[l]), w[l], bcast4(yb.qs + 4 * l));
+        const __m512i p = _mm512_dpbusd_epi32(_mm512_set1_epi32(corr[l]), w[l], bcast4(yb.qs + 4 * l));
         acc[t][l] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), dd, acc[t][l]);
       }
     }
@@ -194,19 +196,9 @@ static inline void q8_0_x16_run(int nb, const block_q8_0x16* g, const block_q8_0
 }
 template <int Hint>
 static void x16_q8_0_512(int n, const void* vg, const void* vy, size_t by, int k, float* C, size_t ldc) {
-  const block_q8_0x16* g = (const block_q8_0x16*)vg;
-  const int nb = n / QK8_0;
   const block_q8_0* y[kMaxRowsK];
   for (int t = 0; t < k; t++) y[t] = (const block_q8_0*)((const uint8_t*)vy + t * by);
-  // corr[t][b][l] = -128 * (sum of token t's bytes 4l..4l+3 of block b)
-  thread_local std::vector<int32_t> corr;
-  if (corr.size() < (size_t)k * nb * 8) corr.resize((size_t)k * nb * 8);
-  const __m256i c80 = _mm256_set1_epi8((char)0x80), z = _mm256_setzero_si256();
-  for (int t = 0; t < k; t++)
-    for (int b = 0; b < nb; b++)
-      _mm256_storeu_si256((__m256i*)(corr.data() + ((size_t)t * nb + b) * 8),
-                          _mm256_sub_epi32(z, _mm256_dpbusd_epi32(z, c80, _mm256_loadu_si256((const __m256i*)y[t][b].qs))));
   token_passes<2>(k, [&](auto kt, int t) {
-    q8_0_x16_run<decltype(kt)::value, Hint>(nb, g, y + t, corr.data() + (size_t)t * nb * 8, t == 0, C + t * ldc, ldc);
+    q8_0_x16_run<decltype(kt)::value, Hint>(n / QK8_0, (const block_q8_0x16*)vg, y + t, t == 0, C + t * ldc, ldc);
   });
 }
