@@ -77,70 +77,62 @@ void deinterleave_row(ggml_type t, const uint8_t* g, int r, int64_t K, uint8_t* 
 }
 
 // The references read each row back in GGUF layout (deinterleave_row: the group layout is written down only in
-// convert_any's field lists) and compute on its blocks.
-void x16_q4_K_ref(int K, const void* vg, const void* vy, size_t by, int k, float* C, size_t ldc) {
-  std::vector<block_q4_K> row(K / QK_K);
+// convert_any's field lists) and compute on its blocks: C[t * ldc + r] = dot(row r's blocks, token t's blocks).
+template <class B, class Y, class Dot>
+static void ref_rows(ggml_type t, int K, const void* vg, const void* vy, size_t by, int k, float* C, size_t ldc, Dot dot) {
+  std::vector<B> row(K / get_type_traits(t).blck_size);
   for (int r = 0; r < kGroupRows; r++) {
-    deinterleave_row(GGML_TYPE_Q4_K, (const uint8_t*)vg, r, K, (uint8_t*)row.data());
-    for (int t = 0; t < k; t++) {
-      const block_q8_K* y = (const block_q8_K*)((const uint8_t*)vy + t * by);
-      float acc = 0.f, accm = 0.f;
-      for (int i = 0; i < K / QK_K; i++) {
-        const block_q4_K& x = row[i];
-        int is = 0, imin = 0;  // exact: the order of the integer sums does not matter
-        for (int j = 0; j < 8; j++) {
-          uint8_t sc, mn;
-          get_scale_min_k4(j, x.scales, &sc, &mn);
-          int p = 0;
-          for (int l = 0; l < 32; l++) p += ((x.qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 15) * y[i].qs[32 * j + l];
-          is += sc * p;
-          imin += mn * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
-        }
-        acc = std::fma((float)is, fp16_to_fp32(x.d) * y[i].d, acc);
-        accm = std::fma((float)imin, fp16_to_fp32(x.dmin) * y[i].d, accm);
-      }
-      C[t * ldc + r] = acc - accm;
-    }
+    deinterleave_row(t, (const uint8_t*)vg, r, K, (uint8_t*)row.data());
+    for (int j = 0; j < k; j++) C[j * ldc + r] = dot(row.data(), (const Y*)((const uint8_t*)vy + j * by));
   }
+}
+
+void x16_q4_K_ref(int K, const void* vg, const void* vy, size_t by, int k, float* C, size_t ldc) {
+  ref_rows<block_q4_K, block_q8_K>(GGML_TYPE_Q4_K, K, vg, vy, by, k, C, ldc, [K](const block_q4_K* x, const block_q8_K* y) {
+    float acc = 0.f, accm = 0.f;
+    for (int i = 0; i < K / QK_K; i++) {
+      int is = 0, imin = 0;  // exact: the order of the integer sums does not matter
+      for (int j = 0; j < 8; j++) {
+        uint8_t sc, mn;
+        get_scale_min_k4(j, x[i].scales, &sc, &mn);
+        int p = 0;
+        for (int l = 0; l < 32; l++) p += ((x[i].qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 15) * y[i].qs[32 * j + l];
+        is += sc * p;
+        imin += mn * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+      }
+      acc = std::fma((float)is, fp16_to_fp32(x[i].d) * y[i].d, acc);
+      accm = std::fma((float)imin, fp16_to_fp32(x[i].dmin) * y[i].d, accm);
+    }
+    return acc - accm;
+  });
 }
 
 void x16_iq4_nl_ref(int K, const void* vg, const void* vy, size_t by, int k, float* C, size_t ldc) {
-  std::vector<block_iq4_nl> row(K / QK4_NL);
-  for (int r = 0; r < kGroupRows; r++) {
-    deinterleave_row(GGML_TYPE_IQ4_NL, (const uint8_t*)vg, r, K, (uint8_t*)row.data());
-    for (int t = 0; t < k; t++) {
-      const block_q8_0* y = (const block_q8_0*)((const uint8_t*)vy + t * by);
-      float acc = 0.f;
-      for (int b = 0; b < K / QK4_NL; b++) {
-        const block_iq4_nl& x = row[b];
-        int isum = 0;
-        for (int l = 0; l < 16; l++)
-          isum += kvalues_iq4nl[x.qs[l] & 15] * y[b].qs[l] + kvalues_iq4nl[x.qs[l] >> 4] * y[b].qs[l + 16];
-        acc = std::fma((float)isum, fp16_to_fp32(x.d) * fp16_to_fp32(y[b].d), acc);
-      }
-      C[t * ldc + r] = acc;
+  ref_rows<block_iq4_nl, block_q8_0>(GGML_TYPE_IQ4_NL, K, vg, vy, by, k, C, ldc, [K](const block_iq4_nl* x, const block_q8_0* y) {
+    float acc = 0.f;
+    for (int b = 0; b < K / QK4_NL; b++) {
+      int isum = 0;
+      for (int l = 0; l < 16; l++)
+        isum += kvalues_iq4nl[x[b].qs[l] & 15] * y[b].qs[l] + kvalues_iq4nl[x[b].qs[l] >> 4] * y[b].qs[l + 16];
+      acc = std::fma((float)isum, fp16_to_fp32(x[b].d) * fp16_to_fp32(y[b].d), acc);
     }
-  }
+    return acc;
+  });
 }
 
 void x16_q8_0_ref(int K, const void* vg, const void* vy, size_t by, int k, float* C, size_t ldc) {
-  std::vector<block_q8_0> row(K / QK8_0);
-  for (int r = 0; r < kGroupRows; r++) {
-    deinterleave_row(GGML_TYPE_Q8_0, (const uint8_t*)vg, r, K, (uint8_t*)row.data());
-    for (int t = 0; t < k; t++) {
-      const block_q8_0* y = (const block_q8_0*)((const uint8_t*)vy + t * by);
-      float a[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};  // the SIMD vec_dot's lanes
-      for (int b = 0; b < K / QK8_0; b++) {
-        const float dd = fp16_to_fp32(row[b].d) * fp16_to_fp32(y[b].d);
-        for (int l = 0; l < 8; l++) {
-          int p = 0;
-          for (int j = 4 * l; j < 4 * l + 4; j++) p += row[b].qs[j] * y[b].qs[j];
-          a[l] = std::fma((float)p, dd, a[l]);
-        }
+  ref_rows<block_q8_0, block_q8_0>(GGML_TYPE_Q8_0, K, vg, vy, by, k, C, ldc, [K](const block_q8_0* x, const block_q8_0* y) {
+    float a[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};  // the SIMD vec_dot's lanes
+    for (int b = 0; b < K / QK8_0; b++) {
+      const float dd = fp16_to_fp32(x[b].d) * fp16_to_fp32(y[b].d);
+      for (int l = 0; l < 8; l++) {
+        int p = 0;
+        for (int j = 4 * l; j < 4 * l + 4; j++) p += x[b].qs[j] * y[b].qs[j];
+        a[l] = std::fma((float)p, dd, a[l]);
       }
-      C[t * ldc + r] = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));  // hsum8
     }
-  }
+    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));  // hsum8
+  });
 }
 
 }  // namespace pyllm
