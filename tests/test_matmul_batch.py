@@ -201,11 +201,12 @@ def test_decode_rows_repacked_q4_K(level):
             assert np.array_equal(bits(c.matmul(int(t), w, n_rows, x, nt)[0]), bits(one)), f"{level} K={k} batch"
 
 
-def assert_grouped_gives(level, t, w, n_rows, x, want):
+def assert_grouped_gives(level, t, w, n_rows, x, want, batches=(1, 2, 3, 5, 8, 9, 17, 64, 70)):
     """The grouped matmul at `level` gives want's bits for decode, verification batches 2..8, their remainders
-    past 8 and the AMX tiles from 64 tokens, on 1 and 2 threads."""
+    past 8 and prefill batches (at amx: Q4_K's group tiles from 5 tokens, one or two token tiles and a last
+    partial panel; the tiles on rows back in GGUF layout from 64, Q4_K's from 256), on 1 and 2 threads."""
     c.set_simd_level(level)
-    for b in (1, 2, 3, 5, 8, 9, 17, 64, 70):
+    for b in batches:
         for nt in (1, 2):
             got = c.matmul(int(t), w, n_rows, x[:b], nt, grouped=True)
             assert np.array_equal(bits(got), bits(want[:b])), f"{level} K={x.shape[1]} B={b} threads={nt}"
@@ -215,24 +216,27 @@ def assert_grouped_gives(level, t, w, n_rows, x, want):
 def test_grouped_q4_K_equals_rows(level):
     """Q4_K in 16-row groups (a model's load at avx512/amx; ggml/repack.h): every (row, token) result is the
     GGUF layout's vec_dot_rp bits (the avx2 level's rp kernels at the scalar level, which has none), for decode,
-    verification batches of 2..8, their remainders past 8, the AMX tiles from 64 tokens, 1 and 2 threads, and rows
+    verification batches of 2..8, their remainders past 8, the AMX group tiles (5..255 tokens: one and two token
+    tiles, partial panels) and the tiles on GGUF rows (256 on), 1 and 2 threads, and rows
     whose scales and mins take their extreme values."""
     rng = np.random.default_rng(41)
     t = QT.Q4_K
     ref_level = "avx2" if level == "scalar" else level
     for k, n_rows in ((256, 48), (256 * 5, 32)):
         w = weights(t, n_rows, k, rng)
+        n_x = 70 if k == 256 else 262
         blk = w.reshape(n_rows, k // 256, 144)
         blk[0, :, 4:16] = 0xFF       # row 0: every 6-bit scale and min 63
         blk[1, :, 16:] = 0xFF        # row 1: every nibble 15
         blk[2, :, 4:16] = 0x00       # row 2: scales and mins 0
         blk[3, :, 4:] = 0xFF         # row 3: both at their maximum: with x[4] the largest sums (the float fmas' bound)
-        x = rng.standard_normal((70, k)).astype(np.float32)
+        x = rng.standard_normal((n_x, k)).astype(np.float32)
         x[3] *= 1e-3
         x[4] = 127.0                 # one activation row at a constant (its q8 all 127)
         c.set_simd_level(ref_level)
         want = np.concatenate([c.matmul(int(t), w, n_rows, x[b:b + 1]) for b in range(len(x))])
-        assert_grouped_gives(level, t, w, n_rows, x, want)
+        assert_grouped_gives(level, t, w, n_rows, x, want, (1, 2, 3, 4, 5, 8, 9, 16, 17, 31, 32, 33, 64, 70)
+                             + ((255, 256, 262) if n_x > 70 else ()))
     with pytest.raises(ValueError, match="16-row groups"):
         c.matmul(int(t), weights(t, 24, 256, rng), 24, x[:1, :256], grouped=True)
     with pytest.raises(ValueError, match="16-row groups"):

@@ -342,10 +342,33 @@ static void mm_rows_amx(const Weight& W, const QuantActs& qa, const Panels& P, f
   }
 }
 
+// AMX tiles on 16-row groups (x16_amx) for verification batches and prompts: each super-block of a group is
+// decoded once per 32 tokens, straight from the group. Measured (Q4_K, K = 5120, GMAC/s, group kernel / these
+// tiles / amx_tile on rows back in GGUF layout): -t 1 B = 4 109 / 100, 5 110 / 120, 8 137 / 170, 64 - / 355 / 163,
+// 256 - / 250 / 243, 512 - / 217 / 224; -t 2 B = 4 189 / 187, 5 189 / 217. Past kX16AmxMaxRows amx_tile's one
+// decode per matmul wins.
+constexpr int kX16AmxMinRows = 5, kX16AmxMaxRows = 256;
+static bool use_amx_groups(const Weight& W, const QuantActs& qa) {
+  return W.grouped && get_type_traits(W.type).x16_amx && qa.B >= kX16AmxMinRows && qa.B < kX16AmxMaxRows &&
+         get_type_traits(qa.type).x16_amx_pack;
+}
+// the groups in [n0, n1) (multiples of 16) against every panel of kAmxCols tokens
+static void mm_groups_amx(const Weight& W, const QuantActs& qa, const Panels& P, float* Y, int64_t ldy, int64_t n0,
+                          int64_t n1) {
+  const x16_amx_fn tile = get_type_traits(W.type).x16_amx;
+  const int K = (int)W.ne[0];
+  for (int64_t g = n0; g < n1; g += kGroupRows)
+    for (int p = 0; p < P.n; p++) {
+      const int t0 = p * kAmxCols;
+      tile(K, W.data + g * W.nb1, P.at(p), Y + t0 * ldy + g, ldy, std::min(kAmxCols, qa.B - t0));
+    }
+}
+
 // The paths a weight's product can take; each gives every pair the row kernels' bits, so the choice is free.
-enum class MmPath { Rows, Tiles, DecTiles, Amx };
-constexpr int kMmPaths = 4;
+enum class MmPath { Rows, Tiles, DecTiles, Amx, AmxGroups };
+constexpr int kMmPaths = 5;
 static MmPath choose_path(const Weight& W, const QuantActs& qa) {
+  if (use_amx_groups(W, qa)) return MmPath::AmxGroups;
   if (use_amx(W, qa)) return MmPath::Amx;
   if (W.grouped) return MmPath::Rows;  // the tiles read GGUF rows
   if (use_dec_tiles(W, qa)) return MmPath::DecTiles;
@@ -355,11 +378,12 @@ static MmPath choose_path(const Weight& W, const QuantActs& qa) {
 // The activation panels a path reads (none for Rows); tp null: packed on this thread.
 static void pack_for(MmPath path, ThreadPool* tp, const QuantActs& qa, Panels& P) {
   const auto& vt = get_type_traits(qa.type);
-  if (path == MmPath::Amx || path == MmPath::DecTiles) amx_new_epoch();
+  if (path == MmPath::Amx || path == MmPath::DecTiles || path == MmPath::AmxGroups) amx_new_epoch();
   switch (path) {
     case MmPath::Tiles: pack_into(tp, qa, P, kGemmCols, vt.gemm_pack, vt.gemm_panel_bytes(qa.K), 8); break;
     case MmPath::DecTiles: pack_into(tp, qa, P, kDecTileCols, vt.dec_panel_pack, vt.dec_panel_bytes(qa.K), 4); break;
     case MmPath::Amx: pack_amx(tp, qa, P); break;
+    case MmPath::AmxGroups: pack_into(tp, qa, P, kAmxCols, vt.x16_amx_pack, vt.x16_amx_panel_bytes(qa.K), 2); break;
     case MmPath::Rows: break;
   }
 }
@@ -381,6 +405,7 @@ struct MatmulJob {
       case MmPath::Amx:  // 16-row tiles; the last rows short of one by the row kernels
         if (r1 - r0 == kAmxRows) mm_rows_amx(*W, *qa, *P, Y, ldy, r0); else mm_rows(*W, *qa, Y, ldy, r0, r1);
         break;
+      case MmPath::AmxGroups: mm_groups_amx(*W, *qa, *P, Y, ldy, r0, r1); break;
       case MmPath::Rows: mm_rows(*W, *qa, Y, ldy, r0, r1); break;
     }
   }
@@ -456,6 +481,15 @@ void matmul_q_st(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy, in
     return;
   }
   int64_t r = n0;
+  if (use_amx_groups(W, qa)) {  // an expert's routed tokens on tiles: its own panels; rows outside whole groups by the group kernel
+    thread_local Panels tl_groups;
+    pack_for(MmPath::AmxGroups, nullptr, qa, tl_groups);
+    const int64_t g0 = std::min(n1, (n0 + kGroupRows - 1) / kGroupRows * kGroupRows), g1 = std::max(g0, n1 / kGroupRows * kGroupRows);
+    if (n0 < g0) mm_groups(W, qa, Y, ldy, n0, g0);
+    mm_groups_amx(W, qa, tl_groups, Y, ldy, g0, g1);
+    if (g1 < n1) mm_groups(W, qa, Y, ldy, g1, n1);
+    return;
+  }
   if (use_amx(W, qa) && n1 - n0 >= kAmxRows) {  // an expert's routed rows: 16-row tiles, each thread packs its own panels
     thread_local Panels tl_panels;
     pack_for(MmPath::Amx, nullptr, qa, tl_panels);

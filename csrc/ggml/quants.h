@@ -129,5 +129,6 @@ bool amx_usable();  // the CPU has AMX-INT8 and the OS grants this process the t
 void amx_new_epoch();  // before a matmul that uses tiles: each thread reloads its tile configuration once
 void install_amx_kquants(type_traits* table);  // its Q4_K / Q2_K tiles (x86/amx_kquants.cpp)
 void install_amx_b32(type_traits* table);      // its MXFP4 tiles (x86/amx_b32.cpp)
+void install_amx_x16(type_traits* table);      // Q4_K groups on tiles (x86/amx_x16.cpp)
 
 }  // namespace pyllm

@@ -68,6 +68,10 @@ typedef void (*dec_tile_fn)(int64_t K, const void* tile, const void* panel, floa
 // group g's 16 rows against k <= kMaxRowsK activation rows (by bytes apart), C[t * ldc + r] = row r . token t,
 // each row with vec_dot_rp's bits (vec_dot's for a type without rp arithmetic) whatever k is.
 typedef void (*x16_tile_fn)(int n, const void* g, const void* y, size_t by, int k, float* C, size_t ldc);
+// AMX tiles on weights in 16-row groups (optional, level amx): the group g's 16 rows against one panel of up to
+// kAmxCols tokens (x16_amx_pack of the vec_dot type, zeros past n), C[t * ldc + r] = row r . token t for t < nc,
+// each pair with x16_tile's bits. matmul takes them for verification batches and short prompts.
+typedef void (*x16_amx_fn)(int K, const void* g, const void* panel, float* C, size_t ldc, int nc);
 
 struct type_traits {
   const char* name;       // GGML's name, e.g. "q4_K"
@@ -110,6 +114,9 @@ struct type_traits {
   gemm_pack_fn dec_panel_pack = nullptr;  // their activation panels (vec_dot_type)
   size_t (*dec_panel_bytes)(int64_t K) = nullptr;
   x16_tile_fn x16_tile = nullptr;  // weights in 16-row groups (decode, verification, prefill without AMX)
+  x16_amx_fn x16_amx = nullptr;    // the same on AMX tiles (weight type)
+  gemm_pack_fn x16_amx_pack = nullptr;  // its activation panels (vec_dot type)
+  size_t (*x16_amx_panel_bytes)(int64_t K) = nullptr;
 };
 
 // THE table (csrc/ggml/traits.cpp). Index by id; ids outside [0, GGML_TYPE_COUNT) are invalid.

@@ -1,5 +1,5 @@
 // The AMX tile configuration shared by the kernels that use tiles (quants_amx.cpp: decoded rows,
-// amx_kquants.cpp: Q4_K / Q2_K, amx_b32.cpp: MXFP4). Each kernel family has its own layout; a thread reloads the
+// amx_kquants.cpp: Q4_K / Q2_K, amx_b32.cpp: MXFP4, amx_x16.cpp: Q4_K in 16-row groups). Each kernel family has its own layout; a thread reloads the
 // configuration only when the family changes (LDTILECFG + TILERELEASE on every call cost more than a
 // small tile's work), and never releases it. Every matmul that uses tiles starts a new epoch
 // (amx_new_epoch), so each thread reloads once per matmul: another library's tiles on the same thread
@@ -13,7 +13,7 @@
 
 namespace pyllm {
 
-enum AmxFamily { kAmxFamilyDec = 1, kAmxFamilyKQuants = 2, kAmxFamilyB32 = 3 };
+enum AmxFamily { kAmxFamilyDec = 1, kAmxFamilyKQuants = 2, kAmxFamilyB32 = 3, kAmxFamilyX16 = 4 };
 
 struct alignas(64) AmxTileConfig {
   uint8_t palette = 1, start_row = 0, reserved[14] = {};

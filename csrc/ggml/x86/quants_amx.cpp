@@ -250,6 +250,7 @@ void quants_override_amx(type_traits* t) {
   t[GGML_TYPE_Q8_K].dec_panel_bytes = panel_bytes;
   install_amx_kquants(t);
   install_amx_b32(t);
+  install_amx_x16(t);
 }
 
 }  // namespace pyllm

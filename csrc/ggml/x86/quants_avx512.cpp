@@ -10,6 +10,7 @@
 #include "ggml/fp16.h"
 #include "ggml/repack.h"
 #include "ggml/x86/dec_layout.h"
+#include "ggml/x86/x16_q4_K_scales.h"
 
 // GCC 12's own avx512fintrin.h (_mm512_reduce_add_ps, masked cvtph) trips these on _mm*_undefined_*.
 #pragma GCC diagnostic ignored "-Wuninitialized"
