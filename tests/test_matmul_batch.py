@@ -2,6 +2,8 @@
 groups, prefill tiles over repacked activation panels), every (weight row, activation row) result is the
 single-row bits. Run for every weight type, at every SIMD level, with the row and token counts that leave
 partial tiles and partial panels."""
+import os
+
 import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as QT
@@ -319,3 +321,42 @@ def test_threads_that_start_late_change_nothing():
         for nt in (2, 3, 8):
             for _ in range(10):
                 assert np.array_equal(bits(c.matmul(int(QT.Q4_0), w, n_rows, x[:b], nt)), want), f"B={b} threads={nt}"
+
+
+@pytest.mark.skipif(not {"avx512", "amx"} & set(LEVELS), reason="the group kernels' SIMD prefetch variants need AVX-512")
+def test_x16_prefetch_modes_change_no_bit_and_get_measured():
+    """The group kernels' decode prefetch (none, l1, l2; cpu/prefetch_tune.h) changes no bit; on 'auto' the
+    process times the three on its grouped decode products (>= 1 MiB of weights) and keeps the fastest."""
+    c.set_simd_level("avx512")
+    rng = np.random.default_rng(53)
+    t = QT.Q4_K
+    n_rows, k = 1024, 2048  # 1.1 MiB of weights: a timed product
+    w = weights(t, n_rows, k, rng)
+    x = rng.standard_normal((1, k)).astype(np.float32)
+    got = []
+    for mode in ("none", "l1", "l2"):
+        c.x16_prefetch_force(mode)
+        assert c.x16_prefetch() == mode
+        got.append(bits(c.matmul(int(t), w, n_rows, x, 1, grouped=True)))
+    assert all(np.array_equal(g, got[0]) for g in got)
+    c.x16_prefetch_force("auto")
+    assert c.x16_prefetch() == "measuring"
+    for _ in range(2000):
+        if c.x16_prefetch() != "measuring":
+            break
+        assert np.array_equal(bits(c.matmul(int(t), w, n_rows, x, 1, grouped=True)), got[0])
+    assert c.x16_prefetch() in ("none", "l1", "l2")
+    with pytest.raises(ValueError, match="l3"):
+        c.x16_prefetch_force("l3")
+
+
+def test_x16_prefetch_env():
+    """PYLLM_X16_PREFETCH fixes the mode; a value it does not know is an error that names it."""
+    import subprocess
+    import sys
+    code = "from pyllm import _core as c; print(c.x16_prefetch())"
+    env = dict(os.environ, PYLLM_X16_PREFETCH="l1")
+    assert subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True).stdout.strip() == "l1"
+    env["PYLLM_X16_PREFETCH"] = "sometimes"
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert r.returncode != 0 and "PYLLM_X16_PREFETCH=sometimes" in r.stderr

@@ -1,6 +1,7 @@
 #include "cpu/matmul.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -8,6 +9,7 @@
 
 #include "ggml/fp16.h"
 #include "ggml/quants.h"
+#include "cpu/prefetch_tune.h"
 #include "ggml/repack.h"
 
 namespace pyllm {
@@ -146,7 +148,7 @@ static void mm_rows_decoded(const Weight& W, const QuantActs& qa, float* Y, int6
 // decoded once per 8 tokens for 16 rows, and each row's bits are vec_dot_rp's whatever B is. [n0, n1) may
 // cut a group: its rows outside are computed and dropped.
 static void mm_groups(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy, int64_t n0, int64_t n1) {
-  const x16_tile_fn tile = get_type_traits(W.type).x16_tile;
+  const x16_tile_fn tile = x16_kernel(get_type_traits(W.type), x16_prefetch_running());
   const int K = (int)W.ne[0];
   float c[kMaxRowsK][kGroupRows];
   for (int64_t g = n0 / kGroupRows * kGroupRows; g < n1; g += kGroupRows) {
@@ -428,14 +430,26 @@ static MatmulJob plan_job(const Weight& W, const QuantActs& qa, MmPath path, con
 // tiny matrices (per-head norms, routers: < ~20 us) are not worth a dispatch, on either path
 constexpr int64_t kMinDispatchMacs = 262144;
 
+// A grouped decode product (the group kernels at one token) is timed for cpu/prefetch_tune.h while it measures.
+static bool prefetch_timed(const Weight& W, const QuantActs& qa, MmPath path) {
+  return W.grouped && qa.B == 1 && path == MmPath::Rows;
+}
+static double ns_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+}
+
 void matmul_q(ThreadPool& tp, const Weight& W, const QuantActs& qa, float* Y, int64_t ldy) {
   const bool inline_ = W.ne[1] * W.ne[0] * qa.B < kMinDispatchMacs || tp.n_threads() == 1;
   thread_local Panels tl_panels;  // the caller's; the workers see it through the job (a thread_local is not captured)
   const MmPath path = choose_path(W, qa);
   pack_for(path, inline_ ? nullptr : &tp, qa, tl_panels);
   const MatmulJob job = plan_job(W, qa, path, &tl_panels, Y, ldy, tp.n_threads());
+  const size_t bytes = (size_t)W.ne[1] * W.nb1;
+  const int pf = prefetch_timed(W, qa, path) ? x16_prefetch_begin(bytes) : -1;
+  const auto t0 = std::chrono::steady_clock::now();
   if (inline_) for (int64_t c = 0; c < job.n_chunks(); c++) job.run(c);
   else tp.for_chunks(job.n_chunks(), [&](int64_t c) { job.run(c); });
+  if (pf >= 0) x16_prefetch_end(pf, bytes, ns_since(t0));
 }
 
 void matmul_multi(ThreadPool& tp, const MatmulOut* outs, int n_out, const float* X, int64_t ldx, int B) {
@@ -452,6 +466,8 @@ void matmul_multi(ThreadPool& tp, const MatmulOut* outs, int n_out, const float*
   const bool inline_ = macs < kMinDispatchMacs || tp.n_threads() == 1;
   MatmulJob jobs[kMaxMatmulMulti];
   int64_t first[kMaxMatmulMulti + 1] = {0};
+  bool timed = true;  // every output a grouped decode product
+  size_t bytes = 0;
   for (int i = 0; i < n_out; i++) {
     const Weight& W = *outs[i].W;
     const auto& tr = get_type_traits(W.type);
@@ -465,7 +481,11 @@ void matmul_multi(ThreadPool& tp, const MatmulOut* outs, int n_out, const float*
     if (!packed[v][(int)path]) { pack_for(path, inline_ ? nullptr : &tp, qa[v], P); packed[v][(int)path] = true; }
     jobs[i] = plan_job(W, qa[v], path, &P, outs[i].Y, outs[i].ldy, tp.n_threads());
     first[i + 1] = first[i] + jobs[i].n_chunks();
+    timed = timed && prefetch_timed(W, qa[v], path);
+    bytes += (size_t)W.ne[1] * W.nb1;
   }
+  const int pf = timed ? x16_prefetch_begin(bytes) : -1;
+  const auto t0 = std::chrono::steady_clock::now();
   auto run = [&](int64_t c) {
     int i = 0;
     while (c >= first[i + 1]) i++;
@@ -473,6 +493,7 @@ void matmul_multi(ThreadPool& tp, const MatmulOut* outs, int n_out, const float*
   };
   if (inline_) for (int64_t c = 0; c < first[n_out]; c++) run(c);
   else tp.for_chunks(first[n_out], run);
+  if (pf >= 0) x16_prefetch_end(pf, bytes, ns_since(t0));
 }
 
 void matmul_q_st(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy, int64_t n0, int64_t n1) {

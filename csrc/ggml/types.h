@@ -68,6 +68,7 @@ typedef void (*dec_tile_fn)(int64_t K, const void* tile, const void* panel, floa
 // group g's 16 rows against k <= kMaxRowsK activation rows (by bytes apart), C[t * ldc + r] = row r . token t,
 // each row with vec_dot_rp's bits (vec_dot's for a type without rp arithmetic) whatever k is.
 typedef void (*x16_tile_fn)(int n, const void* g, const void* y, size_t by, int k, float* C, size_t ldc);
+enum X16Prefetch { kX16PfNone = 0, kX16PfL1 = 1, kX16PfL2 = 2, kX16PfModes = 3 };  // cpu/prefetch_tune.h
 // AMX tiles on weights in 16-row groups (optional, level amx): the group g's 16 rows against one panel of up to
 // kAmxCols tokens (x16_amx_pack of the vec_dot type, zeros past n), C[t * ldc + r] = row r . token t for t < nc,
 // each pair with x16_tile's bits. matmul takes them for verification batches and short prompts.
@@ -114,6 +115,7 @@ struct type_traits {
   gemm_pack_fn dec_panel_pack = nullptr;  // their activation panels (vec_dot_type)
   size_t (*dec_panel_bytes)(int64_t K) = nullptr;
   x16_tile_fn x16_tile = nullptr;  // weights in 16-row groups (decode, verification, prefill without AMX)
+  x16_tile_fn x16_tile_pf[kX16PfModes] = {};  // x16_tile with each software prefetch, where the level has them
   x16_amx_fn x16_amx = nullptr;    // the same on AMX tiles (weight type)
   gemm_pack_fn x16_amx_pack = nullptr;  // its activation panels (vec_dot type)
   size_t (*x16_amx_panel_bytes)(int64_t K) = nullptr;

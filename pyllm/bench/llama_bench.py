@@ -422,6 +422,8 @@ def run(params: BenchParams, out=None, err=None) -> int:
                        vs_objs or None, test_time, dispatches)
         for p in printers:
             p.row(row)
-    for p in printers:
+    from pyllm import _core
+    for p in printers:  # what the decode products measured (cpu/prefetch_tune.h), now that they ran
+        p.build = f"{_build()}, group-kernel decode prefetch: {_core.x16_prefetch()}"
         p.footer()
     return 0

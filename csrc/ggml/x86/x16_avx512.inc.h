@@ -62,7 +62,8 @@ static inline void q4_K_x16_pass(const block_q4_Kx16& b, const Q4KSb& s, const b
 // Software prefetch of the stream X16_PF bytes ahead; without it the group kernels stream at about half the
 // read bandwidth. The cache level is the machine's (bench_matmul A/B, B = 1, 188 MB Q4_K matrix): into L2 (T1)
 // on Intel (SPR: T0 and other distances were worse), into L1 (T0) on AMD (Zen 5: T1 90 %, T0 103 % of the
-// -t 1 probe). x16_prefetch_l1() picks it once, at table setup.
+// -t 1 probe). x16_prefetch_l1() picks the default at table setup; cpu/prefetch_tune.h measures the three
+// (none, L1, L2) as the process decodes and keeps the fastest.
 #ifndef X16_PF
 #define X16_PF 9216
 #endif
@@ -70,9 +71,10 @@ static bool x16_prefetch_l1() {
   __builtin_cpu_init();
   return __builtin_cpu_is("amd");
 }
-template <int Hint>
+template <int Hint>  // Hint < 0: none
 static inline void x16_prefetch(const void* group, size_t bytes) {
-  for (size_t l = 0; l < bytes / 64; l++) _mm_prefetch((const char*)group + X16_PF + 64 * l, (_mm_hint)Hint);
+  if constexpr (Hint >= 0)
+    for (size_t l = 0; l < bytes / 64; l++) _mm_prefetch((const char*)group + X16_PF + 64 * l, (_mm_hint)Hint);
 }
 template <int Hint>
 static void x16_q4_K_512(int n, const void* vg, const void* vy, size_t by, int k, float* C, size_t ldc) {
