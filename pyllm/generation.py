@@ -31,6 +31,18 @@ def default_threads() -> int:
     return max(1, min(os.cpu_count() or 1, 4))
 
 
+def available_mib() -> Optional[int]:
+    """MemAvailable (Linux's /proc/meminfo) in MiB, None where it cannot be read."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 @dataclass
 class Request:
     """One generation: prompt token ids and how to sample and stop."""

@@ -169,6 +169,32 @@ def test_auto_setting_in_process(capsys):
     assert rows[-1].rstrip(" |").endswith("yes")
 
 
+def test_in_process_settings_alternate_per_repetition(capsys):
+    """In process every setting keeps its context and the settings take turns, repetition by repetition (a drift
+    of the machine's speed then reaches all of them alike); each context is made once."""
+    import re
+    from pyllm.bench import runners
+    made = []
+    orig = runners.InProcess.setup
+
+    def setup(self, n_max, *a):
+        before = len(self.gens)
+        orig(self, n_max, *a)
+        if len(self.gens) > before:
+            made.append(n_max)
+    runners.InProcess.setup = setup
+    try:
+        assert main(["-m", str(TINY), "--spec-draft-n-max", "1,2", "-n", "4", "-r", "2", "-t", "1", "--tasks",
+                     "code", "--no-warmup"]) == 0
+    finally:
+        runners.InProcess.setup = orig
+    err = capsys.readouterr().err
+    order = re.findall(r"pyllm (baseline|n_max=\d) code (r\d)", err)
+    assert order == [("baseline", "r1"), ("n_max=1", "r1"), ("n_max=2", "r1"),
+                     ("baseline", "r2"), ("n_max=1", "r2"), ("n_max=2", "r2")], err
+    assert made == [0, 1, 2]
+
+
 # ------------------------------------------------------------------------------------------ statistics
 
 def _run(task, n, rep, gen_tps, n_draft=0, acc=0, steps=None, pos=None, tokens=(1, 2, 3), engine="e"):

@@ -24,7 +24,9 @@ class BenchError(RuntimeError):
 # in-process
 
 class InProcess:
-    """pyllm in this process: one Model, one Generator per setting (spec params are per context)."""
+    """pyllm in this process: one Model, one Generator per setting (spec params are per context). The Generators
+    are kept (`keep`), so pyllm-bench can alternate the settings repetition by repetition: all of them then see
+    the same machine load, and `auto` keeps what it learned, as on a server."""
 
     def __init__(self, model_path: str, n_threads: int, spec_type: str, n_ctx: int = 0, n_batch: int = 2048,
                  n_ubatch: int = 512, n_min: int = 0, p_min: float = 0.0, name: str = "pyllm",
@@ -45,7 +47,7 @@ class InProcess:
         except (ValueError, OSError, RuntimeError) as e:
             raise BenchError(f"error: failed to load model '{model_path}': {e}")
         self.gen = None
-        self.gen_key = None
+        self.gens: dict = {}  # setting key -> Generator
 
     @property
     def file_has_mtp(self) -> bool:
@@ -63,9 +65,11 @@ class InProcess:
         from ..generation import Generator
         spec = self.spec_type if n_max > 0 else "none"
         key = (spec, n_max, synth_len, tuple(synth_rates))
-        if self.gen_key == key:
+        if key in self.gens:
+            self.gen = self.gens[key]
             return
         self.gen = None
+        self._evict()
         try:
             self.gen = Generator(self.model, self.n_ctx, 1, n_batch=self.n_batch, n_ubatch=self.n_ubatch,
                                  n_threads=self.n_threads, spec_type=spec, n_max=max(draft_cap(n_max), 1),
@@ -75,7 +79,17 @@ class InProcess:
                                  n_max_auto=is_auto(n_max))
         except (ValueError, RuntimeError) as e:
             raise BenchError(f"error: failed to create a context (n_max={n_max}): {e}")
-        self.gen_key = key
+        self.gens[key] = self.gen
+
+    def _evict(self):
+        """Before a new context: drop the oldest kept ones while they hold more than a quarter of the memory
+        still available (a full-depth 27B-shaped context holds ~1 GB of recurrent planes; those settings then
+        get a fresh context each repetition, the old order's cost, instead of running out of memory)."""
+        from ..generation import available_mib
+        avail = available_mib()
+        while self.gens and avail is not None and \
+                sum(g.ctx.memory_bytes for g in self.gens.values()) > avail * 2**20 / 4:
+            del self.gens[next(iter(self.gens))]
 
     def run(self, ids: list, n_predict: int, task: str, n_max: int, rep: int) -> Run:
         from ..generation import Request
@@ -102,6 +116,7 @@ class InProcess:
 
     def close(self):
         self.gen = None
+        self.gens.clear()
 
 
 # ------------------------------------------------------------------------------------------

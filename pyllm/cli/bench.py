@@ -262,6 +262,9 @@ def run_bench(argv: list) -> int:
             sl = min(sl, n + 1.0)
         return sl, list(p.spec_synth_rates[:n])
 
+    def n_label(n: int) -> str:
+        return "baseline" if n == 0 else f"n_max={n_max_flag(n)}"
+
     # model info for titles, chat templates and the MTP check
     model_path = p.model or None
     if not model_path:
@@ -353,24 +356,34 @@ def run_bench(argv: list) -> int:
                     inputs = [(name, eng.tokenize(t)) for name, t in texts]
                 else:
                     inputs = texts
-                for n in ns:
-                    sl, sr = synth_for(n)
-                    what = "baseline" if n == 0 else f"n_max={n_max_flag(n)}"
-                    if isinstance(eng, InProcess):
-                        eng.setup(n, sl, sr)
-                    elif isinstance(eng, ServerProcess):
-                        prog.note(f"{eng.name}: starting server ({what})")
-                        eng.start(spec_flags(spec_type, n, sl, sr, ngram_argv(rest)), what)
+                def measure(n, rep):
+                    for name, inp in inputs:
+                        r = eng.run(inp, n_predict, name, n, rep)
+                        runs.append(r)
+                        prog.step(f"{eng.name} {n_label(n)} {name} r{rep + 1}: {r.gen_tps:.1f} tok/s")
+
+                if isinstance(eng, InProcess):
+                    # every setting keeps its context: they alternate repetition by repetition, so all see the
+                    # same machine load (a drift on a shared machine would otherwise favour one n_max)
+                    for n in ns:
+                        eng.setup(n, *synth_for(n))
+                        if p.warmup:
+                            eng.run(inputs[0][1], min(n_predict, 32), "warmup", n, -1)
+                    for rep in range(reps):
+                        for n in ns:
+                            eng.setup(n, *synth_for(n))
+                            measure(n, rep)
+                    continue
+                for n in ns:  # a server per setting: one after the other
+                    if isinstance(eng, ServerProcess):
+                        prog.note(f"{eng.name}: starting server ({n_label(n)})")
+                        eng.start(spec_flags(spec_type, n, *synth_for(n), ngram_argv(rest)), n_label(n))
                     if p.warmup:
                         eng.run(inputs[0][1], min(n_predict, 32), "warmup", n, -1)
                     for rep in range(reps):
-                        for name, inp in inputs:
-                            r = eng.run(inp, n_predict, name, n, rep)
-                            runs.append(r)
-                            prog.step(f"{eng.name} {what} {name} r{rep + 1}: {r.gen_tps:.1f} tok/s")
-                    if n > 0 and not isinstance(eng, InProcess) and all(
-                            r.n_draft == 0 for r in runs if r.engine == eng.name and r.n_max == n):
-                        prog.note(f"warning: {eng.name} reported no drafted tokens for {what} "
+                        measure(n, rep)
+                    if n > 0 and all(r.n_draft == 0 for r in runs if r.engine == eng.name and r.n_max == n):
+                        prog.note(f"warning: {eng.name} reported no drafted tokens for {n_label(n)} "
                                   f"(does it support --spec-type {spec_type}?)")
                     if isinstance(eng, ServerProcess):
                         eng.stop()

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..args import Params
-from ..generation import Event, Generator, Request, uses_mtp
+from ..generation import Event, Generator, Request, available_mib, uses_mtp
 from ..log import log
 from ..model import Model
 from . import slot_files
@@ -28,18 +28,6 @@ from .responses import prob_entry
 __all__ = ["Engine", "Event", "Task"]
 
 _task_ids = itertools.count(0)
-
-
-def available_mib() -> Optional[int]:
-    """MemAvailable (Linux's /proc/meminfo) in MiB, None where it cannot be read."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) // 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
 
 
 def cache_ram_limit(requested_mib: int, available: Optional[int]) -> int:
