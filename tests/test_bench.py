@@ -195,6 +195,26 @@ def test_in_process_settings_alternate_per_repetition(capsys):
     assert made == [0, 1, 2]
 
 
+def test_in_process_takes_the_cheap_head_and_cache_flags(monkeypatch, capsys):
+    """--spec-draft-vocab / --spec-draft-head-type / --spec-accept reach the speculative settings' contexts and
+    -ctk / -ctv every context (they were parsed and then dropped in process)."""
+    from pyllm import generation
+    seen = []
+    orig = generation.Generator.__init__
+
+    def init(self, *a, **kw):
+        seen.append(kw)
+        orig(self, *a, **kw)
+    monkeypatch.setattr(generation.Generator, "__init__", init)
+    assert main(["-m", str(TINY), "--spec-draft-n-max", "1", "-n", "4", "-r", "1", "-t", "1", "--tasks", "code",
+                 "--no-warmup", "--no-progress", "--spec-draft-vocab", "1024", "--spec-draft-head-type", "q4_0",
+                 "-ctk", "q8_0"]) == 0
+    base, spec = seen
+    assert "draft_vocab" not in base and base["cache_type_k"] == "q8_0"
+    assert spec["draft_vocab"] == 1024 and spec["draft_head_type"] == "q4_0" and spec["cache_type_k"] == "q8_0"
+    assert "draft head: " in capsys.readouterr().err
+
+
 # ------------------------------------------------------------------------------------------ statistics
 
 def _run(task, n, rep, gen_tps, n_draft=0, acc=0, steps=None, pos=None, tokens=(1, 2, 3), engine="e"):

@@ -325,27 +325,29 @@ def test_threads_that_start_late_change_nothing():
 
 @pytest.mark.skipif(not {"avx512", "amx"} & set(LEVELS), reason="the group kernels' SIMD prefetch variants need AVX-512")
 def test_x16_prefetch_modes_change_no_bit_and_get_measured():
-    """The group kernels' decode prefetch (none, l1, l2; cpu/prefetch_tune.h) changes no bit; on 'auto' the
-    process times the three on its grouped decode products (>= 1 MiB of weights) and keeps the fastest."""
+    """The group kernels' decode read modes (none, l1, l2, streams; cpu/prefetch_tune.h) change no bit at any
+    thread count (streams pairs a chunk's groups, an odd one alone); on 'auto' the process times the modes on its
+    grouped decode products (>= 1 MiB of weights) and keeps the fastest."""
     c.set_simd_level("avx512")
     rng = np.random.default_rng(53)
     t = QT.Q4_K
-    n_rows, k = 1024, 2048  # 1.1 MiB of weights: a timed product
+    n_rows, k = 4112, 512  # 1.2 MiB of weights (a timed product) in 257 groups; chunks of 4 / 2 / 1 groups
     w = weights(t, n_rows, k, rng)
     x = rng.standard_normal((1, k)).astype(np.float32)
-    got = []
-    for mode in ("none", "l1", "l2"):
+    want = bits(c.matmul(int(t), w, n_rows, x, 1, grouped=False))
+    for mode in ("none", "l1", "l2", "streams"):
         c.x16_prefetch_force(mode)
         assert c.x16_prefetch() == mode
-        got.append(bits(c.matmul(int(t), w, n_rows, x, 1, grouped=True)))
-    assert all(np.array_equal(g, got[0]) for g in got)
+        for nt in (1, 2, 3, 5):
+            assert np.array_equal(bits(c.matmul(int(t), w, n_rows, x, nt, grouped=True)), want), (mode, nt)
+    got = [want]
     c.x16_prefetch_force("auto")
     assert c.x16_prefetch() == "measuring"
     for _ in range(2000):
         if c.x16_prefetch() != "measuring":
             break
         assert np.array_equal(bits(c.matmul(int(t), w, n_rows, x, 1, grouped=True)), got[0])
-    assert c.x16_prefetch() in ("none", "l1", "l2")
+    assert c.x16_prefetch() in ("none", "l1", "l2", "streams")
     with pytest.raises(ValueError, match="l3"):
         c.x16_prefetch_force("l3")
 

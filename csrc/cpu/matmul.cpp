@@ -147,8 +147,8 @@ static void mm_rows_decoded(const Weight& W, const QuantActs& qa, float* Y, int6
 // Weights in 16-row groups: each group meets the tokens kMaxRowsK at a time (x16_tile), so its blocks are
 // decoded once per 8 tokens for 16 rows, and each row's bits are vec_dot_rp's whatever B is. [n0, n1) may
 // cut a group: its rows outside are computed and dropped.
-static void mm_groups(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy, int64_t n0, int64_t n1) {
-  const x16_tile_fn tile = x16_kernel(get_type_traits(W.type), x16_prefetch_running());
+static void mm_groups_tile(const Weight& W, const QuantActs& qa, x16_tile_fn tile, float* Y, int64_t ldy, int64_t n0,
+                           int64_t n1) {
   const int K = (int)W.ne[0];
   float c[kMaxRowsK][kGroupRows];
   for (int64_t g = n0 / kGroupRows * kGroupRows; g < n1; g += kGroupRows) {
@@ -164,6 +164,22 @@ static void mm_groups(const Weight& W, const QuantActs& qa, float* Y, int64_t ld
       for (int j = 0; j < k; j++) std::memcpy(Y + (t0 + j) * ldy + a, &c[j][a - g], (e - a) * sizeof(float));
     }
   }
+}
+// The read mode of cpu/prefetch_tune.h picks the kernel; in the streams mode a decode (B = 1) takes the range's
+// whole groups up to kX16MaxStreams at a time, side by side (x16_streams), the cut groups at its ends by x16_tile.
+static void mm_groups(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy, int64_t n0, int64_t n1) {
+  const type_traits& tt = get_type_traits(W.type);
+  const int mode = x16_prefetch_running();
+  const x16_tile_fn tile = x16_kernel(tt, mode);
+  if (mode != kX16PfStreams || !tt.x16_streams || qa.B != 1) return mm_groups_tile(W, qa, tile, Y, ldy, n0, n1);
+  int64_t g = (n0 + kGroupRows - 1) / kGroupRows * kGroupRows;
+  if (g > n0) mm_groups_tile(W, qa, tile, Y, ldy, n0, std::min(n1, g));
+  while (g + kGroupRows <= n1) {
+    const int ng = (int)std::min<int64_t>(kX16MaxStreams, (n1 - g) / kGroupRows);
+    tt.x16_streams((int)W.ne[0], W.data + g * W.nb1, kGroupRows * W.nb1, ng, qa.row(0), Y + g);
+    g += (int64_t)ng * kGroupRows;
+  }
+  if (g < n1) mm_groups_tile(W, qa, tile, Y, ldy, std::max(g, n0), n1);
 }
 
 // Rows [n0, n1) of W against all B activation rows, tiled so a block of weight rows stays in

@@ -14,6 +14,7 @@ constexpr size_t kMinBytes = size_t(1) << 20;  // smaller products are mostly fi
 constexpr int kMinCalls = 24;                   // per mode, and kMinBytesPerMode, before choosing
 constexpr double kMinBytesPerMode = 384.0 * (1 << 20);
 
+const char* const kNames[kX16PfModes] = {"none", "l1", "l2", "streams"};
 std::atomic<int> g_running{-1};
 std::atomic<int> g_chosen{-2};  // -2: PYLLM_X16_PREFETCH not read yet
 std::mutex g_mu;
@@ -34,9 +35,8 @@ int chosen() {
   if (c != -2) return c;
   c = -1;
   if (const char* e = std::getenv("PYLLM_X16_PREFETCH"); e && *e && std::strcmp(e, "auto")) {
-    static const char* names[kX16PfModes] = {"none", "l1", "l2"};
-    for (int m = 0; m < kX16PfModes; m++) if (!std::strcmp(e, names[m])) c = m;
-    if (c < 0) throw std::invalid_argument(std::string("PYLLM_X16_PREFETCH=") + e + ": expected auto, none, l1 or l2");
+    for (int m = 0; m < kX16PfModes; m++) if (!std::strcmp(e, kNames[m])) c = m;
+    if (c < 0) throw std::invalid_argument(std::string("PYLLM_X16_PREFETCH=") + e + ": expected auto, none, l1, l2 or streams");
   }
   g_running.store(c);
   g_chosen.store(c);
@@ -48,11 +48,13 @@ x16_tile_fn x16_kernel(const type_traits& t, int mode) {
   return mode >= 0 && mode < kX16PfModes && t.x16_tile_pf[mode] ? t.x16_tile_pf[mode] : t.x16_tile;
 }
 
+const char* x16_prefetch_name(int mode) { return mode >= 0 && mode < kX16PfModes ? kNames[mode] : "measuring"; }
+
 int x16_prefetch_running() { chosen(); return g_running.load(std::memory_order_relaxed); }
 int x16_prefetch_chosen() { return chosen(); }
 
 void x16_prefetch_force(int mode) {
-  if (mode < -1 || mode >= kX16PfModes) throw std::invalid_argument("x16 prefetch mode " + std::to_string(mode) + " (-1..2)");
+  if (mode < -1 || mode >= kX16PfModes) throw std::invalid_argument("x16 prefetch mode " + std::to_string(mode) + " (-1.." + std::to_string(kX16PfModes - 1) + ")");
   chosen();
   std::lock_guard<std::mutex> lk(g_mu);
   reset_locked();

@@ -3,7 +3,9 @@
 // decode products take the modes in turn, timed, and the fastest by bytes per second over them is kept.
 // Measured, 27B-shaped Q4_K decode: SPR best with L2 at 9 KiB, Zen 5 with L1 at 9 KiB (T1 90 %, T0 103 % of the
 // -t 1 read probe), a Xeon VM with a 480 MiB L3 without (-t 1: 9.0 t/s none, 7.8 L2, 7.1 L1).
-// PYLLM_X16_PREFETCH=none|l1|l2 fixes it (auto: measure).
+// The fourth mode, streams, reads two groups side by side without prefetch (x16_streams, one token): on that VM
+// -t 1 10.6 t/s, -t 2 19.45 (none 9.8 / 17.2), the hardware prefetcher then following two streams per thread.
+// PYLLM_X16_PREFETCH=none|l1|l2|streams fixes it (auto: measure).
 #pragma once
 #include <cstddef>
 
@@ -13,6 +15,7 @@ namespace pyllm {
 
 // the group kernel for a mode (kX16PfNone..), or the table's default (x16_tile) for -1 / a level without them
 x16_tile_fn x16_kernel(const type_traits& t, int mode);
+const char* x16_prefetch_name(int mode);  // "none", "l1", "l2", "streams"; "measuring" for -1
 int x16_prefetch_running();  // the mode the group kernels take now (-1: the table's default)
 int x16_prefetch_chosen();   // the kept mode, -1 while measuring
 void x16_prefetch_force(int mode);  // tests and benchmarks: fix a mode, or -1 to measure again

@@ -30,11 +30,15 @@ class InProcess:
 
     def __init__(self, model_path: str, n_threads: int, spec_type: str, n_ctx: int = 0, n_batch: int = 2048,
                  n_ubatch: int = 512, n_min: int = 0, p_min: float = 0.0, name: str = "pyllm",
-                 ngram: Optional[dict] = None, draft_path: str = "", draft_threads: int = 0):
+                 ngram: Optional[dict] = None, draft_path: str = "", draft_threads: int = 0,
+                 spec_opts: Optional[dict] = None, ctx_opts: Optional[dict] = None):
         from ..generation import uses_mtp
         from ..model import Model
         self.ngram = ngram
         self.draft, self.draft_threads = None, draft_threads
+        # the rest of the flags' Generator arguments: spec_opts for the speculative settings only (the cheap draft
+        # head, --spec-accept), ctx_opts for every setting (the KV cache types)
+        self.spec_opts, self.ctx_opts = dict(spec_opts or {}), dict(ctx_opts or {})
         self.name = name
         self.spec_type = spec_type
         self.n_threads = n_threads
@@ -76,7 +80,7 @@ class InProcess:
                                  n_min=self.n_min, p_min=self.p_min, synth_len=synth_len if n_max > 0 else -1.0,
                                  synth_rates=list(synth_rates) if n_max > 0 else [], ngram=self.ngram,
                                  draft_model=self.draft if n_max > 0 else None, draft_threads=self.draft_threads,
-                                 n_max_auto=is_auto(n_max))
+                                 n_max_auto=is_auto(n_max), **(self.spec_opts if n_max > 0 else {}), **self.ctx_opts)
         except (ValueError, RuntimeError) as e:
             raise BenchError(f"error: failed to create a context (n_max={n_max}): {e}")
         self.gens[key] = self.gen

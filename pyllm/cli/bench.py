@@ -197,7 +197,7 @@ def run_bench(argv: list) -> int:
     from pyllm.bench.prompts import render_prompt
     from pyllm.bench.runners import (BenchError, HTTPEngine, InProcess, ServerProcess, cmd_flag,
                                      default_engine_name, ngram_argv, spec_flags)
-    from pyllm.generation import uses_mtp
+    from pyllm.generation import kv_cache_types, uses_mtp
     from pyllm.bench.stats import draft_cap, n_max_flag, parse_range, summarize
 
     if any(a in ("-h", "--help", "--usage") for a in argv):
@@ -293,7 +293,9 @@ def run_bench(argv: list) -> int:
                 raise BenchError(str(e).strip())
             eng = InProcess(p.model, threads, spec_type, n_ctx=0, n_batch=p.n_batch, n_ubatch=p.n_ubatch,
                             n_min=p.spec_draft_n_min, p_min=p.spec_draft_p_min, name="pyllm", ngram=p.spec_ngram(),
-                            draft_path=p.spec_draft_model, draft_threads=max(0, p.spec_draft_threads))
+                            draft_path=p.spec_draft_model, draft_threads=max(0, p.spec_draft_threads),
+                            spec_opts={"draft_head_type": p.spec_draft_head_type, "draft_vocab": p.spec_draft_vocab,
+                                       "accept": p.spec_accept}, ctx_opts=kv_cache_types(p))
             if n_values and uses_mtp(spec_type) and not eng.file_has_mtp:
                 raise BenchError(f"error: {p.model} has no MTP layers: --spec-type draft-mtp needs a model with "
                                  f"nextn/MTP layers (use --spec-draft-n-max 0 for the baseline only)")

@@ -536,10 +536,12 @@ void quants_override_avx512(type_traits* t) {
   t[GGML_TYPE_Q4_K].vec_dot_rp = vd1<K_q4_K_rp_512>; t[GGML_TYPE_Q4_K].vec_dot_rp_k = vdk<K_q4_K_rp_512>;
   const bool l1 = x16_prefetch_l1();
   auto x16 = [&](ggml_type id, x16_tile_fn none, x16_tile_fn t0, x16_tile_fn t1) {
-    t[id].x16_tile_pf[kX16PfNone] = none; t[id].x16_tile_pf[kX16PfL1] = t0; t[id].x16_tile_pf[kX16PfL2] = t1;
+    t[id].x16_tile_pf[kX16PfNone] = t[id].x16_tile_pf[kX16PfStreams] = none;
+    t[id].x16_tile_pf[kX16PfL1] = t0; t[id].x16_tile_pf[kX16PfL2] = t1;
     t[id].x16_tile = l1 ? t0 : t1;
   };
   x16(GGML_TYPE_Q4_K, x16_q4_K_512<-1>, x16_q4_K_512<_MM_HINT_T0>, x16_q4_K_512<_MM_HINT_T1>);
+  t[GGML_TYPE_Q4_K].x16_streams = x16_q4_K_512_streams;
   x16(GGML_TYPE_IQ4_NL, x16_iq4_nl_512<-1>, x16_iq4_nl_512<_MM_HINT_T0>, x16_iq4_nl_512<_MM_HINT_T1>);
   x16(GGML_TYPE_Q8_0, x16_q8_0_512<-1>, x16_q8_0_512<_MM_HINT_T0>, x16_q8_0_512<_MM_HINT_T1>);
   // F32/F16 keep the table's ggml_vec_dot_f32/_f16 (vec_dot_ggml.h): same bits at every level
