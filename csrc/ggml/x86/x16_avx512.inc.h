@@ -166,6 +166,10 @@ static void x16_iq4_nl_512(int n, const void* vg, const void* vy, size_t by, int
 // Then fma(p, d * y.d, acc_l) per block and hsum8's tree at the end: each row's bits are vec_dot's. Per token
 // and block: 8 dpbusd, 8 conversions, 8 fmas, 16 broadcast loads (in cache at -t 1 on a Zen 5, K = 2048:
 // B = 1 70-87, B = 8 118-122 GMAC/s, where the GGUF rows' kernels did 36 and 69).
+static inline __m512 q8_0_x16_hsum8(const __m512* a) {  // hsum8's tree: ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))
+  return _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[4]), _mm512_add_ps(a[2], a[6])),
+                       _mm512_add_ps(_mm512_add_ps(a[1], a[5]), _mm512_add_ps(a[3], a[7])));
+}
 template <int KT, int Hint>
 static inline void q8_0_x16_run(int nb, const block_q8_0x16* g, const block_q8_0* const* y, bool fetch, float* C,
                                 size_t ldc) {
@@ -189,12 +193,35 @@ static inline void q8_0_x16_run(int nb, const block_q8_0x16* g, const block_q8_0
       }
     }
   }
-  for (int t = 0; t < KT; t++) {  // hsum8's tree: ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))
-    const __m512* a = acc[t];
-    const __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[4]), _mm512_add_ps(a[2], a[6])),
-                                   _mm512_add_ps(_mm512_add_ps(a[1], a[5]), _mm512_add_ps(a[3], a[7])));
-    _mm512_storeu_ps(C + t * ldc, s);
+  for (int t = 0; t < KT; t++) _mm512_storeu_ps(C + t * ldc, q8_0_x16_hsum8(acc[t]));
+}
+// One token, G groups side by side (kX16PfStreams, as x16_q4_K_512_g): q8_0_x16_run's KT = 1 arithmetic per group.
+template <int G>
+static void x16_q8_0_512_g(int nb, const uint8_t* g, size_t gstride, const block_q8_0* y, float* C) {
+  const __m256i c80 = _mm256_set1_epi8((char)0x80), z = _mm256_setzero_si256();
+  __m512 acc[G][8];
+  for (int j = 0; j < G; j++)
+    for (int l = 0; l < 8; l++) acc[j][l] = _mm512_setzero_ps();
+  for (int b = 0; b < nb; b++) {
+    const block_q8_0& yb = y[b];
+    alignas(32) int32_t corr[8];  // -128 * (sum of y's bytes 4l..4l+3)
+    _mm256_store_si256((__m256i*)corr, _mm256_sub_epi32(z, _mm256_dpbusd_epi32(z, c80, _mm256_loadu_si256((const __m256i*)yb.qs))));
+    const __m512 yd = _mm512_set1_ps(h2f(yb.d));
+    for (int j = 0; j < G; j++) {
+      const block_q8_0x16& gb = ((const block_q8_0x16*)(g + j * gstride))[b];
+      const __m512 dd = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)gb.d)), yd);
+      for (int l = 0; l < 8; l++) {
+        const __m512i p = _mm512_dpbusd_epi32(_mm512_set1_epi32(corr[l]), _mm512_loadu_si512(gb.qs[l]), bcast4(yb.qs + 4 * l));
+        acc[j][l] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), dd, acc[j][l]);
+      }
+    }
   }
+  for (int j = 0; j < G; j++) _mm512_storeu_ps(C + 16 * j, q8_0_x16_hsum8(acc[j]));
+}
+static void x16_q8_0_512_streams(int n, const void* g, size_t gstride, int n_groups, const void* y, float* C) {
+  static_assert(kX16MaxStreams == 2, "x16_q8_0_512_streams: one or two groups");
+  if (n_groups == 2) x16_q8_0_512_g<2>(n / QK8_0, (const uint8_t*)g, gstride, (const block_q8_0*)y, C);
+  else x16_q8_0_512_g<1>(n / QK8_0, (const uint8_t*)g, gstride, (const block_q8_0*)y, C);
 }
 template <int Hint>
 static void x16_q8_0_512(int n, const void* vg, const void* vy, size_t by, int k, float* C, size_t ldc) {
