@@ -331,16 +331,19 @@ def test_x16_prefetch_modes_change_no_bit_and_get_measured():
     c.set_simd_level("avx512")
     rng = np.random.default_rng(53)
     n_rows, k = 4112, 512  # >= 1.2 MiB of weights (a timed product) in 257 groups; chunks of 4 / 2 / 1 groups
-    x = rng.standard_normal((1, k)).astype(np.float32)
-    for t in (QT.Q8_0, QT.Q4_K):  # the types with a streams kernel
+    xs = rng.standard_normal((5, k)).astype(np.float32)
+    for t in (QT.Q8_0, QT.Q4_K):  # the types with a streams kernel (Q8_0 at one token, Q4_K at 1..4)
         w = weights(t, n_rows, k, rng)
-        want = bits(c.matmul(int(t), w, n_rows, x, 1, grouped=False))
-        for mode in ("none", "l1", "l2", "streams"):
-            c.x16_prefetch_force(mode)
-            assert c.x16_prefetch() == mode
-            for nt in (1, 2, 3, 5):
-                assert np.array_equal(bits(c.matmul(int(t), w, n_rows, x, nt, grouped=True)), want), (t, mode, nt)
-    got = [want]
+        for b in (1, 2, 3, 4, 5):
+            want = bits(c.matmul(int(t), w, n_rows, xs[:b], 1, grouped=False))
+            for mode in ("none", "l1", "l2", "streams"):
+                c.x16_prefetch_force(mode)
+                assert c.x16_prefetch() == mode
+                for nt in (1, 2, 3, 5):
+                    got = bits(c.matmul(int(t), w, n_rows, xs[:b], nt, grouped=True))
+                    assert np.array_equal(got, want), (t, b, mode, nt)
+    x = xs[:1]
+    got = [bits(c.matmul(int(QT.Q4_K), w, n_rows, x, 1, grouped=False))]
     c.x16_prefetch_force("auto")
     assert c.x16_prefetch() == "measuring"
     for _ in range(2000):

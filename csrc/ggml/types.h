@@ -72,11 +72,12 @@ typedef void (*x16_tile_fn)(int n, const void* g, const void* y, size_t by, int 
 // or L2, or no prefetch with several groups read side by side (x16_streams: more streams for the hardware
 // prefetcher; one token).
 enum X16Prefetch { kX16PfNone = 0, kX16PfL1 = 1, kX16PfL2 = 2, kX16PfStreams = 3, kX16PfModes = 4 };
-// n_groups (<= kX16MaxStreams) consecutive groups, gstride bytes apart, against one activation row y:
-// C[16 * j + r] = row r of group j . y, each row with x16_tile's bits at k = 1 (the groups interleave their
-// super-blocks; each row's own order is unchanged).
+// n_groups (<= kX16MaxStreams) consecutive groups, gstride bytes apart, against k (<= the type's x16_streams_k)
+// activation rows by bytes apart: C[t * ldc + 16 * j + r] = row r of group j . token t, each row with x16_tile's
+// bits (the groups interleave their blocks; each row's own order is unchanged).
 constexpr int kX16MaxStreams = 2;
-typedef void (*x16_streams_fn)(int n, const void* g, size_t gstride, int n_groups, const void* y, float* C);
+typedef void (*x16_streams_fn)(int n, const void* g, size_t gstride, int n_groups, const void* y, size_t by, int k,
+                               float* C, size_t ldc);
 // AMX tiles on weights in 16-row groups (optional, level amx): the group g's 16 rows against one panel of up to
 // kAmxCols tokens (x16_amx_pack of the vec_dot type, zeros past n), C[t * ldc + r] = row r . token t for t < nc,
 // each pair with x16_tile's bits. matmul takes them for verification batches and short prompts.
@@ -125,6 +126,7 @@ struct type_traits {
   x16_tile_fn x16_tile = nullptr;  // weights in 16-row groups (decode, verification, prefill without AMX)
   x16_tile_fn x16_tile_pf[kX16PfModes] = {};  // x16_tile with each software prefetch, where the level has them
   x16_streams_fn x16_streams = nullptr;          // kX16PfStreams' decode kernel (where the level has one)
+  int x16_streams_k = 0;                         // the most tokens it takes
   x16_amx_fn x16_amx = nullptr;    // the same on AMX tiles (weight type)
   gemm_pack_fn x16_amx_pack = nullptr;  // its activation panels (vec_dot type)
   size_t (*x16_amx_panel_bytes)(int64_t K) = nullptr;

@@ -541,8 +541,8 @@ void quants_override_avx512(type_traits* t) {
     t[id].x16_tile = l1 ? t0 : t1;
   };
   x16(GGML_TYPE_Q4_K, x16_q4_K_512<-1>, x16_q4_K_512<_MM_HINT_T0>, x16_q4_K_512<_MM_HINT_T1>);
-  t[GGML_TYPE_Q4_K].x16_streams = x16_q4_K_512_streams;
-  t[GGML_TYPE_Q8_0].x16_streams = x16_q8_0_512_streams;
+  t[GGML_TYPE_Q4_K].x16_streams = x16_q4_K_512_streams; t[GGML_TYPE_Q4_K].x16_streams_k = 4;
+  t[GGML_TYPE_Q8_0].x16_streams = x16_q8_0_512_streams; t[GGML_TYPE_Q8_0].x16_streams_k = 1;
   x16(GGML_TYPE_IQ4_NL, x16_iq4_nl_512<-1>, x16_iq4_nl_512<_MM_HINT_T0>, x16_iq4_nl_512<_MM_HINT_T1>);
   x16(GGML_TYPE_Q8_0, x16_q8_0_512<-1>, x16_q8_0_512<_MM_HINT_T0>, x16_q8_0_512<_MM_HINT_T1>);
   // F32/F16 keep the table's ggml_vec_dot_f32/_f16 (vec_dot_ggml.h): same bits at every level

@@ -96,25 +96,37 @@ static void x16_q4_K_512(int n, const void* vg, const void* vy, size_t by, int k
 // from 9.8 / 17.2 t/s (one group, no prefetch) to 10.6 / 19.45 at -t 1 / 2 (95 / 92 % of the read probe);
 // three or four groups were slower than one (10.1 / 17.9 and 9.5 / 17.5). Each group is x16_q4_K_512's k = 1
 // chain, so the bits are the same.
-template <int G>
-static void x16_q4_K_512_g(int n, const uint8_t* g, size_t gstride, const block_q8_K* y, float* C) {
-  __m512 acc[G], accm[G];
-  for (int j = 0; j < G; j++) acc[j] = accm[j] = _mm512_setzero_ps();
+template <int G, int KT>
+static void x16_q4_K_512_g(int n, const uint8_t* g, size_t gstride, const uint8_t* vy, size_t by, float* C, size_t ldc) {
+  __m512 acc[G][KT], accm[G][KT];
+  for (int j = 0; j < G; j++)
+    for (int t = 0; t < KT; t++) acc[j][t] = accm[j][t] = _mm512_setzero_ps();
   for (int i = 0; i < n / QK_K; i++) {
-    const block_q8_K* yi = y + i;
+    const block_q8_K* yi[KT];
+    for (int t = 0; t < KT; t++) yi[t] = (const block_q8_K*)(vy + t * by) + i;
     for (int j = 0; j < G; j++) {
       const block_q4_Kx16& b = ((const block_q4_Kx16*)(g + j * gstride))[i];
-      q4_K_x16_pass<1>(b, q4_K_x16_scales(b), &yi, acc + j, accm + j);
+      q4_K_x16_pass<KT>(b, q4_K_x16_scales(b), yi, acc[j], accm[j]);
     }
   }
-  for (int j = 0; j < G; j++) _mm512_storeu_ps(C + 16 * j, _mm512_sub_ps(acc[j], accm[j]));
+  for (int j = 0; j < G; j++)
+    for (int t = 0; t < KT; t++) _mm512_storeu_ps(C + t * ldc + 16 * j, _mm512_sub_ps(acc[j][t], accm[j][t]));
 }
-static void x16_q4_K_512_streams(int n, const void* g, size_t gstride, int n_groups, const void* y, float* C) {
-  const uint8_t* g8 = (const uint8_t*)g;
-  const block_q8_K* yk = (const block_q8_K*)y;
+template <int G>
+static void x16_q4_K_512_gk(int n, const uint8_t* g, size_t gstride, const uint8_t* y, size_t by, int k, float* C,
+                            size_t ldc) {
+  switch (k) {
+    case 1: x16_q4_K_512_g<G, 1>(n, g, gstride, y, by, C, ldc); break;
+    case 2: x16_q4_K_512_g<G, 2>(n, g, gstride, y, by, C, ldc); break;
+    case 3: x16_q4_K_512_g<G, 3>(n, g, gstride, y, by, C, ldc); break;
+    default: x16_q4_K_512_g<G, 4>(n, g, gstride, y, by, C, ldc); break;
+  }
+}
+static void x16_q4_K_512_streams(int n, const void* g, size_t gstride, int n_groups, const void* y, size_t by, int k,
+                                 float* C, size_t ldc) {
   static_assert(kX16MaxStreams == 2, "x16_q4_K_512_streams: one or two groups");
-  if (n_groups == 2) x16_q4_K_512_g<2>(n, g8, gstride, yk, C);
-  else x16_q4_K_512_g<1>(n, g8, gstride, yk, C);
+  if (n_groups == 2) x16_q4_K_512_gk<2>(n, (const uint8_t*)g, gstride, (const uint8_t*)y, by, k, C, ldc);
+  else x16_q4_K_512_gk<1>(n, (const uint8_t*)g, gstride, (const uint8_t*)y, by, k, C, ldc);
 }
 
 // IQ4_NL (rp form, see x16_iq4_nl_ref): the weights as signed bytes through the table (pshufb), the activations
@@ -218,7 +230,8 @@ static void x16_q8_0_512_g(int nb, const uint8_t* g, size_t gstride, const block
   }
   for (int j = 0; j < G; j++) _mm512_storeu_ps(C + 16 * j, q8_0_x16_hsum8(acc[j]));
 }
-static void x16_q8_0_512_streams(int n, const void* g, size_t gstride, int n_groups, const void* y, float* C) {
+static void x16_q8_0_512_streams(int n, const void* g, size_t gstride, int n_groups, const void* y, size_t, int,
+                                 float* C, size_t) {  // one token (x16_streams_k 1)
   static_assert(kX16MaxStreams == 2, "x16_q8_0_512_streams: one or two groups");
   if (n_groups == 2) x16_q8_0_512_g<2>(n / QK8_0, (const uint8_t*)g, gstride, (const block_q8_0*)y, C);
   else x16_q8_0_512_g<1>(n / QK8_0, (const uint8_t*)g, gstride, (const block_q8_0*)y, C);
