@@ -321,3 +321,34 @@ def test_vs_errors(fake_lb, tmp_path, capsys, monkeypatch):
     assert "exited with code 3" in err and "failed to load model" in err
     monkeypatch.setenv("FAKE_LB_MODE", "garbage")
     assert main(base + [str(exe)]) == 1 and "did not print llama-bench JSON" in capsys.readouterr().err
+
+
+def test_warmup_settles_the_group_kernels_read_mode(monkeypatch):
+    """The warm-up decodes single tokens until cpu/prefetch_tune.h has chosen its read mode (else a prompt test
+    run first would take its batches in the modes being timed), and stops at once when it is chosen."""
+    class Core:
+        def __init__(self, n):
+            self.n = n
+
+        def x16_prefetch(self):
+            self.n -= 1
+            return "measuring" if self.n >= 0 else "streams"
+
+    class Ctx:
+        def __init__(self):
+            self.evals = []
+
+        def seq_clear(self, seq):
+            pass
+
+        def eval(self, seq, toks, logits):
+            self.evals.append(list(toks))
+    r = lb.PyllmRunner()
+    r.n_vocab, r.bos = 100, 1
+    inst = Instance(model="m", n_prompt=4, n_gen=0, n_depth=0, n_batch=2048, n_ubatch=512, type_k="f16", type_v="f16",
+                    n_threads=1)
+    for n_measuring, decodes in ((3, 3), (0, 0)):
+        monkeypatch.setattr(lb, "_core", lambda c=Core(n_measuring): c)
+        ctx = Ctx()
+        r.warmup(ctx, inst)
+        assert len(ctx.evals) == 1 + decodes and all(len(e) == 1 for e in ctx.evals[1:])

@@ -3,8 +3,9 @@
 // decode products take the modes in turn, timed, and the fastest by bytes per second over them is kept.
 // Measured, 27B-shaped Q4_K decode: SPR best with L2 at 9 KiB, Zen 5 with L1 at 9 KiB (T1 90 %, T0 103 % of the
 // -t 1 read probe), a Xeon VM with a 480 MiB L3 without (-t 1: 9.0 t/s none, 7.8 L2, 7.1 L1).
-// The fourth mode, streams, reads two groups side by side without prefetch (x16_streams, one token): on that VM
-// -t 1 10.6 t/s, -t 2 19.45 (none 9.8 / 17.2), the hardware prefetcher then following two streams per thread.
+// The fourth mode, streams, reads two groups side by side without prefetch (x16_streams: Q4_K up to 4 tokens,
+// Q8_0 one): on that VM -t 1 10.6 t/s, -t 2 19.45 (none 9.8 / 17.2), the hardware prefetcher then following two
+// streams per thread.
 // PYLLM_X16_PREFETCH=none|l1|l2|streams fixes it (auto: measure).
 #pragma once
 #include <cstddef>

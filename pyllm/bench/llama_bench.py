@@ -275,6 +275,15 @@ class PyllmRunner:
             self._eval_all(ctx, self._prompt_batches(inst.n_prompt, inst.n_batch, inst.n_ubatch), "warmup prompt")
         if inst.n_gen > 0:
             self._eval_all(ctx, [self._tokens(1, True)], "warmup generation")
+        # the group kernels' read mode (cpu/prefetch_tune.h) is chosen by timing decode products in each mode in
+        # turn: settle it here, or a prompt test run first would take its batches in whatever mode is in turn
+        t0 = time.perf_counter()
+        for _ in range(64):  # one-token decodes at position 0 (the context may hold 8 tokens)
+            if _core().x16_prefetch() != "measuring" or time.perf_counter() - t0 > 30:
+                break
+            ctx.seq_clear(0)
+            self._eval_all(ctx, [self._tokens(1, True)], "warmup decode")
+        ctx.seq_clear(0)
 
 
 # ------------------------------------------------------------------------------------------
