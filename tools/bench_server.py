@@ -2,7 +2,9 @@
 """Aggregate generation throughput of llama-server-compatible servers under concurrent clients.
 
 Starts each engine's server on 127.0.0.1 (same model file and flags), sends C simultaneous
-/completion requests (greedy, fixed n_predict, cache_prompt off) for C in --clients, and reports
+/completion requests (greedy, fixed n_predict, cache_prompt off; client i sends seed 1 + i, so the synthetic
+acceptance coins of --spec-synth-rates, drawn from a per-request RNG seeded by it, differ between clients) for
+C in --clients, and reports
 aggregate tokens/s = total generated tokens / wall time of the batch, best of -r runs, with the
 ratio of each engine to the first one. Engines alternate per measurement so both see the same
 machine load. `--variant NAME=JSON` (repeatable) measures each engine once per variant, with those
@@ -54,7 +56,7 @@ def batch(server, clients, n_predict, fields=None):
         try:
             results[i] = post_completion(server, {
                 "prompt": PROMPTS[i % len(PROMPTS)], "n_predict": n_predict, "temperature": 0,
-                "cache_prompt": False, "ignore_eos": True, "seed": 1, **(fields or {})})
+                "cache_prompt": False, "ignore_eos": True, "seed": 1 + i, **(fields or {})})
         except (BenchError, OSError) as e:  # reported after the batch, not lost in the thread
             errors.append(e)
     threads = [threading.Thread(target=one, args=(i,)) for i in range(clients)]
