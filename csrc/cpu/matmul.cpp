@@ -166,22 +166,20 @@ static void mm_groups_tile(const Weight& W, const QuantActs& qa, x16_tile_fn til
   }
 }
 // The read mode of cpu/prefetch_tune.h picks the kernel; in the streams mode a decode or short batch (B <= the
-// type's x16_streams_k) takes the range's whole groups up to kX16MaxStreams at a time, side by side
-// (x16_streams), the cut groups at its ends by x16_tile.
+// type's x16_streams_k) takes the range's whole groups kX16Streams at a time, side by side (x16_streams); the
+// groups left over (cut at the range's ends, or too few for a set) go through x16_tile.
 static void mm_groups(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy, int64_t n0, int64_t n1) {
   const type_traits& tt = get_type_traits(W.type);
   const int mode = x16_prefetch_running();
   const x16_tile_fn tile = x16_kernel(tt, mode);
   if (mode != kX16PfStreams || !tt.x16_streams || qa.B > tt.x16_streams_k)
     return mm_groups_tile(W, qa, tile, Y, ldy, n0, n1);
-  int64_t g = (n0 + kGroupRows - 1) / kGroupRows * kGroupRows;
+  constexpr int64_t kSet = kX16Streams * kGroupRows;
+  int64_t g = (n0 + kGroupRows - 1) / kGroupRows * kGroupRows;  // the first whole group
   if (g > n0) mm_groups_tile(W, qa, tile, Y, ldy, n0, std::min(n1, g));
-  while (g + kGroupRows <= n1) {
-    const int ng = (int)std::min<int64_t>(kX16MaxStreams, (n1 - g) / kGroupRows);
-    tt.x16_streams((int)W.ne[0], W.data + g * W.nb1, kGroupRows * W.nb1, ng, qa.row(0), qa.row_bytes, qa.B, Y + g, ldy);
-    g += (int64_t)ng * kGroupRows;
-  }
-  if (g < n1) mm_groups_tile(W, qa, tile, Y, ldy, std::max(g, n0), n1);
+  for (; g + kSet <= n1; g += kSet)
+    tt.x16_streams((int)W.ne[0], W.data + g * W.nb1, kGroupRows * W.nb1, qa.row(0), qa.row_bytes, qa.B, Y + g, ldy);
+  if (g < n1) mm_groups_tile(W, qa, tile, Y, ldy, g, n1);
 }
 
 // Rows [n0, n1) of W against all B activation rows, tiled so a block of weight rows stays in

@@ -69,15 +69,15 @@ typedef void (*dec_tile_fn)(int64_t K, const void* tile, const void* panel, floa
 // each row with vec_dot_rp's bits (vec_dot's for a type without rp arithmetic) whatever k is.
 typedef void (*x16_tile_fn)(int n, const void* g, const void* y, size_t by, int k, float* C, size_t ldc);
 // How a group kernel reads its stream at decode (cpu/prefetch_tune.h): no software prefetch, prefetch into L1
-// or L2, or no prefetch with several groups read side by side (x16_streams: more streams for the hardware
-// prefetcher; one token).
+// or L2, or no prefetch with two groups read side by side (x16_streams: more streams for the hardware
+// prefetcher; decodes and batches up to the type's x16_streams_k tokens).
 enum X16Prefetch { kX16PfNone = 0, kX16PfL1 = 1, kX16PfL2 = 2, kX16PfStreams = 3, kX16PfModes = 4 };
-// n_groups (<= kX16MaxStreams) consecutive groups, gstride bytes apart, against k (<= the type's x16_streams_k)
-// activation rows by bytes apart: C[t * ldc + 16 * j + r] = row r of group j . token t, each row with x16_tile's
-// bits (the groups interleave their blocks; each row's own order is unchanged).
-constexpr int kX16MaxStreams = 2;
-typedef void (*x16_streams_fn)(int n, const void* g, size_t gstride, int n_groups, const void* y, size_t by, int k,
-                               float* C, size_t ldc);
+// kX16Streams consecutive groups, gstride bytes apart, against k (<= the type's x16_streams_k) activation rows by
+// bytes apart: C[t * ldc + 16 * j + r] = row r of group j . token t, each row with x16_tile's bits (the groups
+// interleave their blocks; each row's own order is unchanged).
+constexpr int kX16Streams = 2;
+typedef void (*x16_streams_fn)(int n, const void* g, size_t gstride, const void* y, size_t by, int k, float* C,
+                               size_t ldc);
 // AMX tiles on weights in 16-row groups (optional, level amx): the group g's 16 rows against one panel of up to
 // kAmxCols tokens (x16_amx_pack of the vec_dot type, zeros past n), C[t * ldc + r] = row r . token t for t < nc,
 // each pair with x16_tile's bits. matmul takes them for verification batches and short prompts.

@@ -25,7 +25,7 @@ class BenchError(RuntimeError):
 
 class InProcess:
     """pyllm in this process: one Model, one Generator per setting (spec params are per context). The Generators
-    are kept (`keep`), so pyllm-bench can alternate the settings repetition by repetition: all of them then see
+    are kept (`gens`), so pyllm-bench can alternate the settings repetition by repetition: all of them then see
     the same machine load, and `auto` keeps what it learned, as on a server."""
 
     def __init__(self, model_path: str, n_threads: int, spec_type: str, n_ctx: int = 0, n_batch: int = 2048,

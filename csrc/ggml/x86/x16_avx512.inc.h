@@ -91,13 +91,14 @@ static void x16_q4_K_512(int n, const void* vg, const void* vy, size_t by, int k
   }
   for (int t = 0; t < k; t++) _mm512_storeu_ps(C + t * ldc, _mm512_sub_ps(acc[t], accm[t]));
 }
-// One token, G groups side by side (kX16PfStreams): each super-block index is read in two places at once, so the
-// hardware prefetcher follows two streams per thread. On the 480 MiB-L3 Xeon VM, 27B-shaped Q4_K tg32 went
+// Up to 4 tokens, kX16Streams = 2 groups side by side (kX16PfStreams): each super-block index is read in two places
+// at once, so the hardware prefetcher follows two streams per thread. On the 480 MiB-L3 Xeon VM, 27B-shaped Q4_K tg32 went
 // from 9.8 / 17.2 t/s (one group, no prefetch) to 10.6 / 19.45 at -t 1 / 2 (95 / 92 % of the read probe);
-// three or four groups were slower than one (10.1 / 17.9 and 9.5 / 17.5). Each group is x16_q4_K_512's k = 1
-// chain, so the bits are the same.
-template <int G, int KT>
+// three or four groups were slower than one (10.1 / 17.9 and 9.5 / 17.5). Each group and token is
+// x16_q4_K_512's chain, so the bits are the same.
+template <int KT>
 static void x16_q4_K_512_g(int n, const uint8_t* g, size_t gstride, const uint8_t* vy, size_t by, float* C, size_t ldc) {
+  constexpr int G = kX16Streams;
   __m512 acc[G][KT], accm[G][KT];
   for (int j = 0; j < G; j++)
     for (int t = 0; t < KT; t++) acc[j][t] = accm[j][t] = _mm512_setzero_ps();
@@ -112,21 +113,15 @@ static void x16_q4_K_512_g(int n, const uint8_t* g, size_t gstride, const uint8_
   for (int j = 0; j < G; j++)
     for (int t = 0; t < KT; t++) _mm512_storeu_ps(C + t * ldc + 16 * j, _mm512_sub_ps(acc[j][t], accm[j][t]));
 }
-template <int G>
-static void x16_q4_K_512_gk(int n, const uint8_t* g, size_t gstride, const uint8_t* y, size_t by, int k, float* C,
-                            size_t ldc) {
+static void x16_q4_K_512_streams(int n, const void* vg, size_t gstride, const void* vy, size_t by, int k, float* C,
+                                 size_t ldc) {
+  const uint8_t *g = (const uint8_t*)vg, *y = (const uint8_t*)vy;
   switch (k) {
-    case 1: x16_q4_K_512_g<G, 1>(n, g, gstride, y, by, C, ldc); break;
-    case 2: x16_q4_K_512_g<G, 2>(n, g, gstride, y, by, C, ldc); break;
-    case 3: x16_q4_K_512_g<G, 3>(n, g, gstride, y, by, C, ldc); break;
-    default: x16_q4_K_512_g<G, 4>(n, g, gstride, y, by, C, ldc); break;
+    case 1: x16_q4_K_512_g<1>(n, g, gstride, y, by, C, ldc); break;
+    case 2: x16_q4_K_512_g<2>(n, g, gstride, y, by, C, ldc); break;
+    case 3: x16_q4_K_512_g<3>(n, g, gstride, y, by, C, ldc); break;
+    default: x16_q4_K_512_g<4>(n, g, gstride, y, by, C, ldc); break;
   }
-}
-static void x16_q4_K_512_streams(int n, const void* g, size_t gstride, int n_groups, const void* y, size_t by, int k,
-                                 float* C, size_t ldc) {
-  static_assert(kX16MaxStreams == 2, "x16_q4_K_512_streams: one or two groups");
-  if (n_groups == 2) x16_q4_K_512_gk<2>(n, (const uint8_t*)g, gstride, (const uint8_t*)y, by, k, C, ldc);
-  else x16_q4_K_512_gk<1>(n, (const uint8_t*)g, gstride, (const uint8_t*)y, by, k, C, ldc);
 }
 
 // IQ4_NL (rp form, see x16_iq4_nl_ref): the weights as signed bytes through the table (pshufb), the activations
@@ -182,59 +177,64 @@ static inline __m512 q8_0_x16_hsum8(const __m512* a) {  // hsum8's tree: ((l0 + 
   return _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[4]), _mm512_add_ps(a[2], a[6])),
                        _mm512_add_ps(_mm512_add_ps(a[1], a[5]), _mm512_add_ps(a[3], a[7])));
 }
+// one token's -128 * (sum of y's bytes 4l..4l+3), l = 0..7, for its block yb
+static inline void q8_0_x16_corr(const block_q8_0& yb, int32_t* corr) {
+  const __m256i c80 = _mm256_set1_epi8((char)0x80), z = _mm256_setzero_si256();
+  _mm256_storeu_si256((__m256i*)corr, _mm256_sub_epi32(z, _mm256_dpbusd_epi32(z, c80, _mm256_loadu_si256((const __m256i*)yb.qs))));
+}
+// one group block (w = its 8 lane vectors, d its row scales) against one token's block: acc[l] += lane l
+static inline void q8_0_x16_block(const __m512i* w, __m512 d, const block_q8_0& yb, const int32_t* corr, __m512* acc) {
+  const __m512 dd = _mm512_mul_ps(d, _mm512_set1_ps(h2f(yb.d)));
+  for (int l = 0; l < 8; l++) {
+    const __m512i p = _mm512_dpbusd_epi32(_mm512_set1_epi32(corr[l]), w[l], bcast4(yb.qs + 4 * l));
+    acc[l] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), dd, acc[l]);
+  }
+}
+static inline void q8_0_x16_load(const block_q8_0x16& gb, __m512i* w, __m512& d) {
+  for (int l = 0; l < 8; l++) w[l] = _mm512_loadu_si512(gb.qs[l]);
+  d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)gb.d));
+}
 template <int KT, int Hint>
 static inline void q8_0_x16_run(int nb, const block_q8_0x16* g, const block_q8_0* const* y, bool fetch, float* C,
                                 size_t ldc) {
-  const __m256i c80 = _mm256_set1_epi8((char)0x80), z = _mm256_setzero_si256();
   __m512 acc[KT][8];
   for (int t = 0; t < KT; t++)
     for (int l = 0; l < 8; l++) acc[t][l] = _mm512_setzero_ps();
   for (int b = 0; b < nb; b++) {
     if (fetch) x16_prefetch<Hint>(g + b, sizeof(block_q8_0x16));
     __m512i w[8];
-    for (int l = 0; l < 8; l++) w[l] = _mm512_loadu_si512(g[b].qs[l]);
-    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)g[b].d));
+    __m512 d;
+    q8_0_x16_load(g[b], w, d);
     for (int t = 0; t < KT; t++) {
-      const block_q8_0& yb = y[t][b];
-      alignas(32) int32_t corr[8];  // -128 * (sum of y's bytes 4l..4l+3)
-      _mm256_store_si256((__m256i*)corr, _mm256_sub_epi32(z, _mm256_dpbusd_epi32(z, c80, _mm256_loadu_si256((const __m256i*)yb.qs))));
-      const __m512 dd = _mm512_mul_ps(d, _mm512_set1_ps(h2f(yb.d)));
-      for (int l = 0; l < 8; l++) {
-        const __m512i p = _mm512_dpbusd_epi32(_mm512_set1_epi32(corr[l]), w[l], bcast4(yb.qs + 4 * l));
-        acc[t][l] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), dd, acc[t][l]);
-      }
+      int32_t corr[8];
+      q8_0_x16_corr(y[t][b], corr);
+      q8_0_x16_block(w, d, y[t][b], corr, acc[t]);
     }
   }
   for (int t = 0; t < KT; t++) _mm512_storeu_ps(C + t * ldc, q8_0_x16_hsum8(acc[t]));
 }
-// One token, G groups side by side (kX16PfStreams, as x16_q4_K_512_g): q8_0_x16_run's KT = 1 arithmetic per group.
-template <int G>
-static void x16_q8_0_512_g(int nb, const uint8_t* g, size_t gstride, const block_q8_0* y, float* C) {
-  const __m256i c80 = _mm256_set1_epi8((char)0x80), z = _mm256_setzero_si256();
+// One token, kX16Streams groups side by side (kX16PfStreams, as x16_q4_K_512_g): q8_0_x16_run's KT = 1 arithmetic
+// per group.
+static void x16_q8_0_512_streams(int n, const void* vg, size_t gstride, const void* vy, size_t, int, float* C,
+                                 size_t) {  // one token (x16_streams_k 1)
+  constexpr int G = kX16Streams;
+  const int nb = n / QK8_0;
+  const uint8_t* g = (const uint8_t*)vg;
+  const block_q8_0* y = (const block_q8_0*)vy;
   __m512 acc[G][8];
   for (int j = 0; j < G; j++)
     for (int l = 0; l < 8; l++) acc[j][l] = _mm512_setzero_ps();
   for (int b = 0; b < nb; b++) {
-    const block_q8_0& yb = y[b];
-    alignas(32) int32_t corr[8];  // -128 * (sum of y's bytes 4l..4l+3)
-    _mm256_store_si256((__m256i*)corr, _mm256_sub_epi32(z, _mm256_dpbusd_epi32(z, c80, _mm256_loadu_si256((const __m256i*)yb.qs))));
-    const __m512 yd = _mm512_set1_ps(h2f(yb.d));
+    int32_t corr[8];  // the token's, once for both groups
+    q8_0_x16_corr(y[b], corr);
     for (int j = 0; j < G; j++) {
-      const block_q8_0x16& gb = ((const block_q8_0x16*)(g + j * gstride))[b];
-      const __m512 dd = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)gb.d)), yd);
-      for (int l = 0; l < 8; l++) {
-        const __m512i p = _mm512_dpbusd_epi32(_mm512_set1_epi32(corr[l]), _mm512_loadu_si512(gb.qs[l]), bcast4(yb.qs + 4 * l));
-        acc[j][l] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), dd, acc[j][l]);
-      }
+      __m512i w[8];
+      __m512 d;
+      q8_0_x16_load(((const block_q8_0x16*)(g + j * gstride))[b], w, d);
+      q8_0_x16_block(w, d, y[b], corr, acc[j]);
     }
   }
   for (int j = 0; j < G; j++) _mm512_storeu_ps(C + 16 * j, q8_0_x16_hsum8(acc[j]));
-}
-static void x16_q8_0_512_streams(int n, const void* g, size_t gstride, int n_groups, const void* y, size_t, int,
-                                 float* C, size_t) {  // one token (x16_streams_k 1)
-  static_assert(kX16MaxStreams == 2, "x16_q8_0_512_streams: one or two groups");
-  if (n_groups == 2) x16_q8_0_512_g<2>(n / QK8_0, (const uint8_t*)g, gstride, (const block_q8_0*)y, C);
-  else x16_q8_0_512_g<1>(n / QK8_0, (const uint8_t*)g, gstride, (const block_q8_0*)y, C);
 }
 template <int Hint>
 static void x16_q8_0_512(int n, const void* vg, const void* vy, size_t by, int k, float* C, size_t ldc) {
