@@ -288,6 +288,48 @@ def test_auto_policy_measures_plain_steps_first():
     assert ks[:6].count(0) >= 3 and a.costs["plain_ms"] < 15 and ks[-24:] == [0] * 24, ks
 
 
+def test_auto_policy_plain_cost_per_sequence_count():
+    """A plain step of n sequences is n rows: on a bandwidth-bound target it costs well over a 1-row step (the
+    27B-shaped 64-layer file: 545 ms for 1 row, ~1050 ms for 8). Taking the 1-row time for it made 8 sequences stay
+    plain where drafting paid; P(n) is timed per n, and an n not timed yet is the nearest timed one plus a
+    verification row's cost per row between them."""
+    a = _core.AdaptiveDraftLength(8, 3, verify_base_ms=700.0, verify_row_ms=47.0, draft_ms=60.0, plain_ms=545.0)
+    for _ in range(3):
+        a.observe_step(1, 1, 545.0)
+    for _ in range(40):
+        for seq in range(8):
+            a.observe_accept(seq, 3, 3)  # everything accepted
+    # P(8) = 545 + 7 * 47 = 874 ms -> 8 / 874 tokens per ms plain, against 4 * 8 / (700 + 32 * 47 + 3 * 60) at k = 3
+    # (with P(1) = 545 for it, plain's 8 / 545 beat that and the policy chose 0)
+    assert a.choose(0, 8) == 3
+    for _ in range(3):
+        a.observe_step(8, 8, 300.0)  # timed: plain steps of 8 are cheap after all
+    assert a.costs["plain_ms"] == 545.0
+    assert [a.choose(2, 8) for _ in range(3)] == [0, 0, 0]
+
+
+def test_auto_policy_idle_sequence_follows_the_context():
+    """Beside other sequences, one that a run of rejections took to k = 0 learns nothing of its own while it does
+    not draft: its rates drift back to the context's (which fixed-length sequences teach too), so it drafts again
+    long before its first idle probe (idle_probe steps). Alone, it waits for the probe."""
+    a = _core.AdaptiveDraftLength(2, 3, 10.0, 0.5, 1.0, 10.5)
+    for _ in range(3):
+        a.observe_step(2, 2, 10.5)
+    for _ in range(30):
+        a.observe_accept(1, 3, 3, own=False)  # a fixed-length neighbour: every draft accepted
+    assert a.rates(1) == [0.6, 0.6, 0.6]  # not its own: only the context's rates learnt
+    for _ in range(12):
+        a.observe_accept(0, 3, 0)  # sequence 0's own drafts all rejected
+    ks = [a.choose(0, 2) for _ in range(a.idle_probe - 2)]
+    assert ks[0] == 0 and any(ks), ks  # none of these steps is a probe
+    b = _core.AdaptiveDraftLength(1, 3, 10.0, 0.5, 1.0, 10.5)
+    for _ in range(3):
+        b.observe_step(1, 1, 10.5)
+    for _ in range(12):
+        b.observe_accept(0, 3, 0)
+    assert [b.choose(0) for _ in range(b.idle_probe - 2)] == [0] * (b.idle_probe - 2)
+
+
 def test_auto_needs_a_cap(q8):
     with pytest.raises(ValueError, match="--spec-draft-n-max auto needs a cap >= 1"):
         _core.check_spec_params("draft-mtp", 0, n_max_auto=True)

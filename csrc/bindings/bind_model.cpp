@@ -159,7 +159,8 @@ void bind_model(nb::module_& m) {
          nb::arg("plain_ms") = 0.0)
       .def("begin", &AdaptiveDraftLength::begin)
       .def("choose", &AdaptiveDraftLength::choose, nb::arg("seq"), nb::arg("n_generating") = 1)
-      .def("observe_accept", &AdaptiveDraftLength::observe_accept)
+      .def("observe_accept", &AdaptiveDraftLength::observe_accept, nb::arg("seq"), nb::arg("n_drafted"),
+           nb::arg("n_accepted"), nb::arg("own") = true)
       .def("observe_step", &AdaptiveDraftLength::observe_step, nb::arg("rows"), nb::arg("n_seqs"), nb::arg("ms"))
       .def("observe_draft", &AdaptiveDraftLength::observe_draft)
       .def("rates", &AdaptiveDraftLength::rates)

@@ -327,7 +327,7 @@ void Context::verify(const Batch& b, int n_seqs) {
 
 void Context::count_drafts(Seq& s, int n_draft, int a, int who) {
   if (n_draft == 0) return;
-  if (s.auto_len) adaptive_->observe_accept((int)(&s - seqs_.data()), n_draft, a);
+  if (adaptive_) adaptive_->observe_accept((int)(&s - seqs_.data()), n_draft, a, s.auto_len);
   s.stats.n_draft += n_draft; s.stats.n_draft_accepted += a; s.stats.n_verif_steps++;
   gstats_.n_draft += n_draft; gstats_.n_draft_accepted += a; gstats_.n_drafts++;
   if ((int)gstats_.n_accepted_per_pos.size() < n_draft_max_) gstats_.n_accepted_per_pos.resize(n_draft_max_, 0);

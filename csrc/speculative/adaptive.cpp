@@ -11,6 +11,7 @@ namespace {
 constexpr double kPrior = 0.6;      // conditional acceptance assumed before anything is measured
 constexpr double kSeqAlpha = 0.15;  // weight of a sequence's newest outcome
 constexpr double kGlobalAlpha = 0.05;
+constexpr double kIdleRelax = 0.1;  // per step at k = 0: the pull of a sequence's rates to the context's
 constexpr double kDecay = 0.95;     // per step, for the cost fit (about the last 20 steps)
 // running means of the plain step and the drafting forward: the mean of the first observations (the
 // start-up value is only used until the first one: on a busy machine it can be off by 2x or more), then
@@ -52,8 +53,9 @@ DraftCosts measure_verify_ms(const Model& model, ThreadPool& tp, int n_rows, int
 
 AdaptiveDraftLength::AdaptiveDraftLength(int n_seq, int cap, const DraftCosts& start)
     : cap_(cap), costs_(start), rate_(n_seq, std::vector<double>(cap, kPrior)), global_(cap, kPrior), steps_(n_seq, 0),
-      idle_wait_(n_seq, kIdleProbe), idle_next_(n_seq, kIdleProbe) {
+      idle_wait_(n_seq, kIdleProbe), idle_next_(n_seq, kIdleProbe), plain_(n_seq + 1, 0.0), n_plain_at_(n_seq + 1, 0) {
   if (costs_.plain_ms <= 0) costs_.plain_ms = costs_.verify_base_ms + costs_.verify_row_ms;
+  plain_[1] = costs_.plain_ms;  // the start-up value, until the first 1-sequence plain step is timed
   // the start-up measurement as two weighted observations (rows 2 and cap+1) the running fit starts from
   for (int rows : {2, cap + 1}) {
     const double y = start.verify_base_ms + start.verify_row_ms * rows, w = 1.0;
@@ -74,10 +76,23 @@ void AdaptiveDraftLength::begin(int seq) {
   idle_next_[seq] = idle_wait_global_;
 }
 
+double AdaptiveDraftLength::plain_cost(int n) const {
+  n = std::clamp(n, 1, (int)plain_.size() - 1);
+  if (n_plain_at_[n] > 0) return plain_[n];
+  // the nearest n timed (below first: the extrapolation adds rows), else the start-up 1-row value
+  for (int d = 1; d < (int)plain_.size(); d++) {
+    for (int m : {n - d, n + d}) {
+      if (m < 1 || m >= (int)plain_.size() || n_plain_at_[m] == 0) continue;
+      return std::max(0.5 * plain_[m], plain_[m] + costs_.verify_row_ms * (n - m));
+    }
+  }
+  return plain_[1] + costs_.verify_row_ms * (n - 1);
+}
+
 double AdaptiveDraftLength::expected_rate(int seq, int k, int n) const {
   double e = 1.0, p = 1.0;
   for (int i = 0; i < k; i++) { p *= rate_[seq][i]; e += p; }
-  const double t = k == 0 ? costs_.plain_ms / n
+  const double t = k == 0 ? plain_cost(n) / n
                           : costs_.verify_base_ms / n + costs_.verify_row_ms * (k + 1) + costs_.draft_ms * k / n;
   return e / std::max(t, 1e-6);
 }
@@ -95,6 +110,11 @@ int AdaptiveDraftLength::choose(int seq, int n_generating) {
   if (best == 0) {
     // plain decoding wins: a 1-token probe now and then (each costs a draft, the deferred catch-up and
     // a speculative step), less often each time it confirms k = 0
+    // its own rates learn nothing while it does not draft: beside other sequences they drift back to
+    // the context's, so one that a short run of rejections took to 0 drafts again where the others'
+    // drafts pay (alone, the context's rates are only a lagging copy of its own)
+    if (n > 1)
+      for (int i = 0; i < cap_; i++) rate_[seq][i] += kIdleRelax * (global_[i] - rate_[seq][i]);
     if (step >= idle_next_[seq]) {
       idle_wait_[seq] = idle_wait_global_ = std::min(2 * idle_wait_[seq], (int)kIdleProbeMax);
       idle_next_[seq] = step + idle_wait_[seq];
@@ -116,19 +136,22 @@ int AdaptiveDraftLength::choose(int seq, int n_generating) {
   return best;
 }
 
-void AdaptiveDraftLength::observe_accept(int seq, int n_drafted, int n_accepted) {
+void AdaptiveDraftLength::observe_accept(int seq, int n_drafted, int n_accepted, bool own) {
   check(seq);
   // positions 1..a were accepted; a+1 (if drafted) was the first rejection; later ones were not tried
   for (int i = 0; i < n_drafted && i <= n_accepted && i < cap_; i++) {
     const double x = i < n_accepted ? 1.0 : 0.0;
-    rate_[seq][i] += kSeqAlpha * (x - rate_[seq][i]);
+    if (own) rate_[seq][i] += kSeqAlpha * (x - rate_[seq][i]);
     global_[i] += kGlobalAlpha * (x - global_[i]);
   }
 }
 
 void AdaptiveDraftLength::observe_step(int rows, int n_seqs, double ms) {
-  if (rows <= n_seqs) {  // nobody drafted: a plain step
-    costs_.plain_ms += std::max(kMeanAlpha, 1.0 / ++n_plain_) * (ms - costs_.plain_ms);
+  if (rows <= n_seqs) {  // nobody drafted: a plain step of n_seqs rows
+    const int n = std::clamp(n_seqs, 1, (int)plain_.size() - 1);
+    n_plain_++;
+    plain_[n] += std::max(kMeanAlpha, 1.0 / ++n_plain_at_[n]) * (ms - plain_[n]);
+    if (n == 1) costs_.plain_ms = plain_[1];
     return;
   }
   s0_ *= kDecay; sx_ *= kDecay; sy_ *= kDecay; sxx_ *= kDecay; sxy_ *= kDecay;
