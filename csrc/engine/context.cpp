@@ -36,6 +36,7 @@ Context::Context(const Model& model, int n_ctx, int n_seq, int n_batch, int n_ub
     const int cap = std::min(spec_.n_max, n_draft_max_);
     DraftCosts c = measure_verify_ms(model, tp_, std::min(cap + 1, n_planes_), 3);
     c.draft_ms = drafter_ ? drafter_->measure_step_ms(3) : 0.0;
+    c.catch_up_ms = drafter_ ? drafter_->measure_catch_up_ms(2, 3) : 0.0;  // a step that kept last + 1 draft
     adaptive_ = std::make_unique<AdaptiveDraftLength>(n_seq, cap, c);
   }
   if (!synth_probs_.empty())
@@ -67,6 +68,7 @@ int Context::seq_begin(int seq, const std::vector<int32_t>& prompt, SeqParams pa
                                                  : "speculative.n_max: speculative decoding is off (--spec-type none)");
   if (q.spec_p_min > 1.0f || q.spec_p_min != q.spec_p_min) throw std::invalid_argument("speculative.p_min must be within [0, 1]");
   Seq& s = seqs_[seq];
+  gen_end_valid_ = false;  // the time to the next step is this request's set-up, not the loop's overhead
   // longest common prefix with what the sequence holds; always re-evaluate the last prompt token
   size_t lcp = 0;
   while (lcp < s.cache.size() && lcp < prompt.size() && s.cache[lcp] == prompt[lcp]) lcp++;
@@ -304,7 +306,11 @@ std::vector<std::vector<int32_t>> Context::draft(const std::vector<int>& gen, st
   if (drafter_) {
     gstats_.n_draft_forwards = drafter_->n_draft_forwards();
     gstats_.t_draft_ms = drafter_->t_draft_ms();
-    if (adaptive_) adaptive_->observe_draft((int)(gstats_.n_draft_forwards - f0), gstats_.t_draft_ms - t0);
+    if (adaptive_) {
+      const MtpDrafter::CatchUp cu = drafter_->take_catch_up();
+      adaptive_->observe_draft((int)(gstats_.n_draft_forwards - f0), gstats_.t_draft_ms - t0 - cu.ms);
+      adaptive_->observe_catch_up(cu.seqs, cu.rows, cu.ms);
+    }
   }
   return d;
 }
@@ -361,7 +367,8 @@ void Context::generate_step(std::vector<StepOutput>& outs) {
     // a constrained sequence waits for the mask of its next token (set from Python between steps)
     if (s.active && s.generating && (!s.constrained || s.mask_ready)) gen.push_back(si);
   }
-  if (gen.empty()) return;
+  if (gen.empty()) { gen_end_valid_ = false; return; }
+  if (adaptive_ && gen_end_valid_) adaptive_->observe_gap((int)gen.size(), ms_since(t_gen_end_));
   const int64_t V = model_.n_vocab, E = model_.n_embd;
   std::vector<int> who;  // the drafter of each draft (-1: none)
   const std::vector<std::vector<int32_t>> drafts = draft(gen, who);  // empty without speculation
@@ -413,6 +420,8 @@ void Context::generate_step(std::vector<StepOutput>& outs) {
   const double ms = ms_since(t_verify);
   gstats_.n_gen_steps++; gstats_.n_gen_rows += batch_.n(); gstats_.t_verify_ms += ms;
   if (adaptive_) adaptive_->observe_step(batch_.n(), (int)gen.size(), ms);
+  t_gen_end_ = clock_t_::now();
+  gen_end_valid_ = true;
   if (ckpt_on())
     for (int si : gen)
       if (ckpt_wanted(seqs_[si], mem_->seq_pos(si), false)) ckpt_take(si);
@@ -422,6 +431,7 @@ std::vector<StepOutput> Context::step() {
   std::vector<StepOutput> outs;
   int budget = n_batch_;
   prefill_step(outs, budget);
+  if (budget != n_batch_) gen_end_valid_ = false;  // a prompt batch ran: not the loop's overhead
   generate_step(outs);
   if (drafter_) gstats_.n_mtp_rows = drafter_->n_rows();
   // a sequence whose prompt ended in prefill_step also decodes in generate_step: it then has two

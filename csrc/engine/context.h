@@ -192,6 +192,9 @@ class Context {
   std::unique_ptr<Memory> mem_;
   std::unique_ptr<MtpDrafter> drafter_;  // draft-mtp only
   std::unique_ptr<AdaptiveDraftLength> adaptive_;  // --spec-draft-n-max auto only
+  // the end of the last decoding step, when nothing but the caller's loop ran since (auto: its overhead)
+  std::chrono::steady_clock::time_point t_gen_end_;
+  bool gen_end_valid_ = false;
   std::unique_ptr<DraftChain> chain_;    // every configured drafter, in llama.cpp's order (null: none)
   int n_draft_max_ = 0;
   int n_planes_ = 1;                    // recurrent planes of the target memory (rs_checkpoint.h)

@@ -92,8 +92,9 @@ double AdaptiveDraftLength::plain_cost(int n) const {
 double AdaptiveDraftLength::expected_rate(int seq, int k, int n) const {
   double e = 1.0, p = 1.0;
   for (int i = 0; i < k; i++) { p *= rate_[seq][i]; e += p; }
-  const double t = k == 0 ? plain_cost(n) / n
-                          : costs_.verify_base_ms / n + costs_.verify_row_ms * (k + 1) + costs_.draft_ms * k / n;
+  const double t = k == 0 ? (costs_.overhead_ms + plain_cost(n)) / n
+                          : (costs_.overhead_ms + costs_.verify_base_ms) / n + costs_.verify_row_ms * (k + 1) +
+                                costs_.draft_ms * k / n + costs_.catch_up_ms;
   return e / std::max(t, 1e-6);
 }
 
@@ -165,6 +166,18 @@ void AdaptiveDraftLength::observe_step(int rows, int n_seqs, double ms) {
 void AdaptiveDraftLength::observe_draft(int forwards, double ms) {
   if (forwards <= 0) return;
   costs_.draft_ms += std::max(kMeanAlpha, 1.0 / ++n_draft_) * (ms / forwards - costs_.draft_ms);
+}
+
+void AdaptiveDraftLength::observe_gap(int n_seqs, double ms) {
+  // at most a plain step: a longer gap is the caller doing something else (a new request, a pause)
+  ms = std::clamp(ms, 0.0, plain_cost(n_seqs));
+  costs_.overhead_ms += std::max(kMeanAlpha, 1.0 / ++n_gap_) * (ms - costs_.overhead_ms);
+}
+
+void AdaptiveDraftLength::observe_catch_up(int seqs, int rows, double ms) {
+  // more than one step's rows per sequence (the prompt, an idle stretch): the probe's cost, not C
+  if (seqs <= 0 || rows > seqs * (cap_ + 1)) return;
+  costs_.catch_up_ms += std::max(kMeanAlpha, 1.0 / ++n_catch_up_) * (ms / seqs - costs_.catch_up_ms);
 }
 
 }  // namespace pyllm

@@ -2,12 +2,18 @@
 // expected tokens per second,
 //   E(k) = 1 + sum_{j=1..k} prod_{i<=j} a_i     a_i: the sequence's running conditional acceptance of
 //                                                draft position i (given 1..i-1 were accepted)
-//   T(k) = V0 / n + Vr (k + 1) + D k / n        a speculative step over R verification rows costs
+//   T(k) = (O + V0) / n + Vr (k + 1)            a speculative step over R verification rows costs
+//          + D k / n + C
 //                                                V0 + Vr R (the target forward with its recurrent
-//                                                snapshots, accept); one drafting forward costs D (with
-//                                                the deferred MTP catch-up); n sequences decode together
-//                                                and share the per-forward costs
-//   T(0) = P(n) / n                              a step without drafts is plain decoding of n rows,
+//                                                snapshots, accept); one drafting forward costs D; the
+//                                                MTP catch-up of the rows a drafting step kept costs C
+//                                                per sequence (one batch over the drafting sequences,
+//                                                its time shared); O: the caller's loop between two
+//                                                steps (detokenising, streaming; per step, whatever
+//                                                it drafted: on a 12M model it is 10% of a plain
+//                                                step); n sequences decode together and share the
+//                                                per-forward costs
+//   T(0) = (O + P(n)) / n                        a step without drafts is plain decoding of n rows,
 //                                                measured on its own: it has no snapshots, catch-up or
 //                                                draft, and on a small model those fixed costs are most
 //                                                of a speculative step, so a line through the
@@ -17,9 +23,12 @@
 //                                                plain where drafting paid); an n not timed yet is the
 //                                                nearest timed one plus Vr per row between them
 // k = 0 (plain decoding) is chosen when drafting does not pay. Costs are measured at start-up
-// (measure_verify_ms + MtpDrafter::measure_step_ms) and then refined from every step's timings
-// (exponentially weighted least squares for V0, Vr; running means for P and D), so the numbers of the
-// machine as it runs are the ones used. a_i starts from the context-wide running rate and follows
+// (measure_verify_ms, MtpDrafter::measure_step_ms / measure_catch_up_ms) and then refined from every step's timings
+// (exponentially weighted least squares for V0, Vr; running means for P, D and C), so the numbers of the
+// machine as it runs are the ones used. C is learnt from catch-ups of at most one step's rows per
+// sequence: the first draft after the prompt or after a stretch at k = 0 catches up all of it, a cost
+// of that probe and not of a drafting step (counted into D, it made the 12M trained model, whose drafts
+// pay 6-15% on code, stop drafting after its first draft). a_i starts from the context-wide running rate and follows
 // the sequence's own outcomes. Every kProbe-th step a drafting sequence drafts one more (or, every
 // other time, one fewer) than its choice, so the rate of the next position and the cost of a row stay
 // measured (and until the context has timed 3 plain steps, every other step is one). The context's
@@ -41,11 +50,13 @@ namespace pyllm {
 struct DraftCosts {
   double verify_base_ms = 0, verify_row_ms = 0, draft_ms = 0;
   double plain_ms = 0;  // a 1-row step without drafts; 0 at construction: verify_base_ms + verify_row_ms
+  double catch_up_ms = 0;  // C: the MTP catch-up after a drafting step, per sequence
+  double overhead_ms = 0;  // O: the caller's time between two decoding steps
 };
 
 // Best-of-reps wall time of one target forward over rows = 2 and rows = n_rows (all logits and hidden
 // states, a recurrent plane per row, as a verification) -> (base, per row), and of a plain 1-row
-// decode (no planes) -> plain, on a scratch memory.
+// decode (no planes) -> plain, on a scratch memory. (catch_up_ms: the drafter's, MtpDrafter.)
 DraftCosts measure_verify_ms(const Model& model, ThreadPool& tp, int n_rows, int reps);
 
 class AdaptiveDraftLength {
@@ -58,7 +69,9 @@ class AdaptiveDraftLength {
   void observe_accept(int seq, int n_drafted, int n_accepted, bool own = true);
   // a decoding step of `rows` rows over n_seqs sequences (rows == n_seqs: nobody drafted, a plain step)
   void observe_step(int rows, int n_seqs, double ms);
-  void observe_draft(int forwards, double ms);
+  void observe_draft(int forwards, double ms);     // ms: the drafting forwards only
+  void observe_catch_up(int seqs, int rows, double ms);  // a deferred catch-up of seqs sequences
+  void observe_gap(int n_seqs, double ms);  // the time from one decoding step of n_seqs to the next
 
   const DraftCosts& costs() const { return costs_; }
   const std::vector<double>& rates(int seq) const { check(seq); return rate_[seq]; }
@@ -77,7 +90,7 @@ class AdaptiveDraftLength {
   int idle_wait_global_ = kIdleProbe;
   std::vector<double> plain_;             // [n] P(n), the running mean of the plain steps of n sequences
   std::vector<int> n_plain_at_;            // [n] observations in plain_[n] (0: not timed)
-  int n_plain_ = 0, n_draft_ = 0;          // observations in the running means (plain: over every n)
+  int n_plain_ = 0, n_draft_ = 0, n_catch_up_ = 0, n_gap_ = 0;  // observations in the running means (plain: over every n)
   double s0_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0;  // weighted sums of (rows, ms)
 };
 

@@ -58,6 +58,23 @@ double MtpDrafter::measure_step_ms(int reps) const {
   return best;
 }
 
+double MtpDrafter::measure_catch_up_ms(int rows, int reps) const {
+  auto mem = model_.create_mtp_memory(1, std::max(8, rows));
+  Batch b;
+  for (int i = 0; i < rows; i++) b.add(0, i, 0);
+  std::vector<float> h((size_t)rows * model_.n_embd, 0.f);
+  double best = 1e30;
+  for (int r = 0; r <= reps; r++) {  // the first is a warm-up
+    mem->seq_rm(0, 0);
+    ForwardIn in = b.rows();  // no outputs, as catch_up / flush
+    in.embd_in = h.data();
+    const auto t0 = std::chrono::steady_clock::now();
+    model_.forward_mtp(tp_, *mem, in);
+    if (r > 0) best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
 void MtpDrafter::cut_backlog(int seq, int32_t p0) {
   Backlog& b = backlog_[seq];
   if (b.tok.empty()) return;
@@ -66,7 +83,7 @@ void MtpDrafter::cut_backlog(int seq, int32_t p0) {
   b.h.resize((size_t)keep * model_.n_embd);
 }
 
-void MtpDrafter::flush(const std::vector<int>& seqs) {
+int MtpDrafter::flush(const std::vector<int>& seqs) {
   batch_.clear(); hin_.clear();
   for (int s : seqs) {
     Backlog& b = backlog_[s];
@@ -77,11 +94,12 @@ void MtpDrafter::flush(const std::vector<int>& seqs) {
     hin_.insert(hin_.end(), b.h.begin(), b.h.end());
     b = Backlog{};
   }
-  if (batch_.n() == 0) return;
+  if (batch_.n() == 0) return 0;
   ForwardIn in = batch_.rows();  // no outputs: only the KV is wanted
   in.embd_in = hin_.data();
   model_.forward_mtp(tp_, *mem_, in);
   n_rows_ += batch_.n();
+  return batch_.n();
 }
 
 void MtpDrafter::begin(int seq, int n_kept) {
@@ -118,7 +136,8 @@ std::vector<std::vector<int32_t>> MtpDrafter::draft(const std::vector<Request>& 
   std::vector<int> due;
   for (const Request& q : reqs)
     if (q.n_max > 0 && !backlog_[q.seq].tok.empty()) due.push_back(q.seq);
-  flush(due);
+  last_catch_up_ = {(int)due.size(), flush(due), 0.0};
+  last_catch_up_.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   batch_.clear(); hin_.clear();
   for (size_t r = 0; r < reqs.size(); r++) {
     const Request& q = reqs[r];

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "cpu/threadpool.h"
@@ -66,6 +67,12 @@ class MtpDrafter {
   // Wall time of one drafting forward of one row (MTP block + head), on a scratch memory: the
   // adaptive draft length's start-up cost measurement. Best of `reps`.
   double measure_step_ms(int reps) const;
+  // Wall time of the catch-up of `rows` rows of one sequence (the MTP block, no outputs). Best of `reps`.
+  double measure_catch_up_ms(int rows, int reps) const;
+  // the deferred catch-up draft() ran first (part of t_draft_ms) since the last take: sequences, rows,
+  // wall time (zeros when none ran)
+  struct CatchUp { int seqs = 0, rows = 0; double ms = 0; };
+  CatchUp take_catch_up() { return std::exchange(last_catch_up_, CatchUp{}); }
   // drafting forwards run so far and their wall time (the draft-step cost, for stats)
   int64_t n_draft_forwards() const { return n_forwards_; }
   double t_draft_ms() const { return t_draft_ms_; }
@@ -87,7 +94,7 @@ class MtpDrafter {
   // positions the MTP memory holds or will hold once the backlog is computed
   int32_t held(int seq) const { return mem_->seq_pos(seq) + (int32_t)backlog_[seq].tok.size(); }
   void cut_backlog(int seq, int32_t p0);     // drop backlog rows at positions >= p0
-  void flush(const std::vector<int>& seqs);  // compute these sequences' backlogs, one batch
+  int flush(const std::vector<int>& seqs);  // compute these sequences' backlogs, one batch; returns the rows
 
   const Model& model_;
   ThreadPool& tp_;
@@ -101,6 +108,7 @@ class MtpDrafter {
   std::vector<Backlog> backlog_;
   int64_t n_rows_ = 0, n_forwards_ = 0;
   double t_draft_ms_ = 0;
+  CatchUp last_catch_up_;
   // scratch reused across steps
   Batch batch_, next_;
   std::vector<float> hin_, next_h_, logits_, hidden_, top_, full_;
