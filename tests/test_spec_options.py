@@ -351,6 +351,22 @@ def test_auto_policy_idle_sequence_follows_the_context():
     assert [b.choose(0) for _ in range(b.idle_probe - 2)] == [0] * (b.idle_probe - 2)
 
 
+def test_auto_state_save_holds_the_deferred_catch_up(q8, prompts):
+    """An auto sequence's MTP rows wait for its next draft; a saved state (save_state, slot files, the prompt
+    cache) computes them first, so it loads into another context (it failed: "the state's MTP memory holds 44
+    positions, the target 48") and generation from it stays lossless."""
+    c = new_context(q8, 1024, spec_type="draft-mtp", n_max=3, n_max_auto=True)
+    a = run_seqs(c, q8, {0: (prompts[0], greedy_params(24))})[0]
+    st = c.seq_state_get(0)
+    longer = prompts[0] + a["tokens"]
+    for n_max_auto in (True, False):
+        d = new_context(q8, 1024, spec_type="draft-mtp", n_max=3, n_max_auto=n_max_auto)
+        d.seq_state_set(0, st)
+        r = run_seqs(d, q8, {0: (longer, greedy_params(16))})[0]
+        assert r["stats"]["n_cached"] == len(longer) - 1
+        assert r["tokens"] == generate(q8, longer, greedy_params(16))["tokens"]
+
+
 def test_auto_needs_a_cap(q8):
     with pytest.raises(ValueError, match="--spec-draft-n-max auto needs a cap >= 1"):
         _core.check_spec_params("draft-mtp", 0, n_max_auto=True)

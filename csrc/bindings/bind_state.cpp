@@ -41,7 +41,7 @@ void def_context_cache(nb::class_<Context>& c) {
       .def("set_cache_types", &Context::set_cache_types, nb::arg("k"), nb::arg("v"), nb::arg("draft_k"), nb::arg("draft_v"))
       .def("seq_set_checkpoint_hints", &Context::seq_set_checkpoint_hints, nb::arg("seq"), nb::arg("positions"))
       .def("seq_checkpoints", &Context::seq_checkpoints, nb::arg("seq"))
-      .def("seq_state_get", [](const Context& ctx, int seq) {
+      .def("seq_state_get", [](Context& ctx, int seq) {
         nb::gil_scoped_release rel;
         return ctx.seq_state_get(seq);
       }, nb::arg("seq"))

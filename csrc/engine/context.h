@@ -130,8 +130,9 @@ class Context {
   // KV cache types (-ctk / -ctv, the MTP layer's --spec-draft-type-k / -v): "f16", "bf16", "q8_0", "q4_0".
   // Only while no sequence holds anything (right after construction).
   void set_cache_types(const std::string& k, const std::string& v, const std::string& draft_k, const std::string& draft_v);
-  // Everything an idle seq holds, and putting such a state back (shapes checked, clear errors).
-  SeqState seq_state_get(int seq) const;
+  // Everything an idle seq holds, and putting such a state back (shapes checked, clear errors). Taking it first
+  // computes the MTP catch-up the adaptive draft length deferred (the state's MTP memory covers every position).
+  SeqState seq_state_get(int seq);
   void seq_state_set(int seq, const SeqState& st);
 
  private:

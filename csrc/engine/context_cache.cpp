@@ -105,10 +105,11 @@ void Context::set_cache_types(const std::string& k, const std::string& v, const 
   if (drafter_) drafter_->memory().set_kv_types(cache_type(draft_k, "--spec-draft-type-k"), cache_type(draft_v, "--spec-draft-type-v"));
 }
 
-SeqState Context::seq_state_get(int seq) const {
+SeqState Context::seq_state_get(int seq) {
   check_seq(seq);
   const Seq& s = seqs_[seq];
   if (s.active) throw std::invalid_argument("sequence " + std::to_string(seq) + " is busy: its state can be taken only while idle");
+  if (drafter_) drafter_->flush_seq(seq);
   SeqState st;
   const int32_t n = mem_->seq_pos(seq);
   st.tokens = s.cache;

@@ -61,6 +61,10 @@ class MtpDrafter {
   // Pairs each row with the hidden state before it and fills the MTP KV (rows already held from
   // drafting are skipped); pending_h <- each run's last h.
   void catch_up(const std::vector<Run>& runs);
+  // computes seq's deferred rows now (a state being saved must hold them)
+  void flush_seq(int seq) {
+    if (!backlog_[seq].tok.empty()) flush({seq});
+  }
 
   size_t bytes() const { return mem_->bytes() + (head_ ? head_->bytes() : 0); }
   const DraftHead* draft_head() const { return head_.get(); }  // null: the model's own head
