@@ -29,11 +29,17 @@ def test_mtp_rows_computed_once(trained, n_max, sampled):
     """MTP rows evaluated = prompt rows + one per drafted token + one per kept verification row not already held.
     Per drafted step the catch-up covers the accepted drafts only: the row of `last` was computed by the first
     drafting depth (same token, position and target h) and is kept; recomputing it, or catching up rejected rows,
-    would add n_verif_steps or more rows. The output is plain decoding's."""
+    would add n_verif_steps or more rows. The output is plain decoding's. The kept rows wait for the next draft's
+    first forward (MtpDrafter::Run::defer); the last step's are computed when the state is taken (seq_state_get)."""
     ids = trained.tokenize(PROMPTS[0], True, True)
     prm = ({"temperature": 0.8, "seed": 7, "n_predict": 48, "ignore_eos": True} if sampled else greedy_params(48))
-    r, g = spec_run(trained, ids, prm, n_max)
+    c = new_context(trained, 512, spec_type="draft-mtp", n_max=n_max)
+    r = run_seqs(c, trained, {0: (ids, prm)})[0]
     assert r["tokens"] == generate(trained, ids, prm)["tokens"]
+    before = c.global_stats()["n_mtp_rows"]
+    c.seq_state_get(0)
+    g = c.global_stats()
+    assert g["n_mtp_rows"] > before  # the last step's kept rows: computed now, not before
     st = r["stats"]
     assert st["n_draft"] > 0 and st["n_verif_steps"] > 0
     gen_steps = g["n_decode_calls"] - 1  # the prompt is one ubatch
@@ -46,6 +52,8 @@ def test_three_sequences_rows_bounded(trained):
     jobs = {i: (trained.tokenize(p, True, True), greedy_params(n)) for i, (p, n) in enumerate(zip(PROMPTS * 2, [24, 16, 8]))}
     c = new_context(trained, 3 * 512, n_seq=3, spec_type="draft-mtp", n_max=3)
     res = run_seqs(c, trained, jobs)
+    for i in jobs:
+        c.seq_state_get(i)  # computes each sequence's last kept rows (deferred to a next draft)
     g = c.global_stats()
     n_prompt = sum(len(ids) for ids, _ in jobs.values())
     n_gen = sum(prm["n_predict"] for _, prm in jobs.values())

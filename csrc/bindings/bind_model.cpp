@@ -152,24 +152,24 @@ void bind_model(nb::module_& m) {
   // the adaptive draft length's policy alone (tests drive it with chosen costs and outcomes)
   nb::class_<AdaptiveDraftLength>(m, "AdaptiveDraftLength")
       .def("__init__", [](AdaptiveDraftLength* self, int n_seq, int cap, double base_ms, double row_ms, double draft_ms,
-                          double plain_ms, double catch_up_ms) {
+                          double plain_ms) {
         if (n_seq < 1 || cap < 1) throw std::invalid_argument("AdaptiveDraftLength: n_seq and cap must be >= 1");
-        new (self) AdaptiveDraftLength(n_seq, cap, DraftCosts{base_ms, row_ms, draft_ms, plain_ms, catch_up_ms});
+        new (self) AdaptiveDraftLength(n_seq, cap, DraftCosts{base_ms, row_ms, draft_ms, plain_ms});
       }, nb::arg("n_seq"), nb::arg("cap"), nb::arg("verify_base_ms"), nb::arg("verify_row_ms"), nb::arg("draft_ms"),
-         nb::arg("plain_ms") = 0.0, nb::arg("catch_up_ms") = 0.0)
+         nb::arg("plain_ms") = 0.0)
       .def("begin", &AdaptiveDraftLength::begin)
       .def("choose", &AdaptiveDraftLength::choose, nb::arg("seq"), nb::arg("n_generating") = 1)
       .def("observe_accept", &AdaptiveDraftLength::observe_accept, nb::arg("seq"), nb::arg("n_drafted"),
            nb::arg("n_accepted"), nb::arg("own") = true)
       .def("observe_step", &AdaptiveDraftLength::observe_step, nb::arg("rows"), nb::arg("n_seqs"), nb::arg("ms"))
-      .def("observe_draft", &AdaptiveDraftLength::observe_draft, nb::arg("forwards"), nb::arg("ms"))
-      .def("observe_catch_up", &AdaptiveDraftLength::observe_catch_up, nb::arg("seqs"), nb::arg("rows"), nb::arg("ms"))
+      .def("observe_draft", &AdaptiveDraftLength::observe_draft, nb::arg("forwards"), nb::arg("ms"), nb::arg("seqs") = 0,
+           nb::arg("caught_up") = 0)
       .def("observe_gap", &AdaptiveDraftLength::observe_gap, nb::arg("n_seqs"), nb::arg("ms"))
       .def("rates", &AdaptiveDraftLength::rates)
       .def_prop_ro("costs", [](const AdaptiveDraftLength& a) {
         nb::dict d;
         d["verify_base_ms"] = a.costs().verify_base_ms; d["verify_row_ms"] = a.costs().verify_row_ms;
-        d["draft_ms"] = a.costs().draft_ms; d["plain_ms"] = a.costs().plain_ms; d["catch_up_ms"] = a.costs().catch_up_ms;
+        d["draft_ms"] = a.costs().draft_ms; d["plain_ms"] = a.costs().plain_ms;
         d["overhead_ms"] = a.costs().overhead_ms;
         return d;
       })
@@ -283,7 +283,7 @@ void bind_model(nb::module_& m) {
         const DraftCosts k = c.draft_costs();
         nb::dict d;
         d["verify_base_ms"] = k.verify_base_ms; d["verify_row_ms"] = k.verify_row_ms; d["draft_ms"] = k.draft_ms;
-        d["plain_ms"] = k.plain_ms; d["catch_up_ms"] = k.catch_up_ms; d["overhead_ms"] = k.overhead_ms;
+        d["plain_ms"] = k.plain_ms; d["overhead_ms"] = k.overhead_ms;
         return d;
       })
       .def_prop_ro("n_ctx_seq", &Context::n_ctx_seq)

@@ -36,7 +36,6 @@ Context::Context(const Model& model, int n_ctx, int n_seq, int n_batch, int n_ub
     const int cap = std::min(spec_.n_max, n_draft_max_);
     DraftCosts c = measure_verify_ms(model, tp_, std::min(cap + 1, n_planes_), 3);
     c.draft_ms = drafter_ ? drafter_->measure_step_ms(3) : 0.0;
-    c.catch_up_ms = drafter_ ? drafter_->measure_catch_up_ms(2, 3) : 0.0;  // a step that kept last + 1 draft
     adaptive_ = std::make_unique<AdaptiveDraftLength>(n_seq, cap, c);
   }
   if (!synth_probs_.empty())
@@ -308,8 +307,7 @@ std::vector<std::vector<int32_t>> Context::draft(const std::vector<int>& gen, st
     gstats_.t_draft_ms = drafter_->t_draft_ms();
     if (adaptive_) {
       const MtpDrafter::CatchUp cu = drafter_->take_catch_up();
-      adaptive_->observe_draft((int)(gstats_.n_draft_forwards - f0), gstats_.t_draft_ms - t0 - cu.ms);
-      adaptive_->observe_catch_up(cu.seqs, cu.rows, cu.ms);
+      adaptive_->observe_draft((int)(gstats_.n_draft_forwards - f0), gstats_.t_draft_ms - t0, cu.seqs, cu.rows);
     }
   }
   return d;
@@ -408,8 +406,8 @@ void Context::generate_step(std::vector<StepOutput>& outs) {
       ckpt_[gen[g]].restore(*mem_, gen[g], p0);
       for (int i = 0; i <= a; i++) replay.add(batch_.tokens[row0[g] + i], p0 + i, gen[g]);
     }
-    if (drafter_) kept.push_back({gen[g], &batch_.tokens[row0[g]], p0, a + 1, hidden_buf_.data() + (size_t)row0[g] * E,
-                                 s.auto_len || s.n_max == 0});  // not drafting (for now): catch up when it drafts
+    // deferred: the next draft computes them in its first forward (or a sequence at k = 0 never does)
+    if (drafter_) kept.push_back({gen[g], &batch_.tokens[row0[g]], p0, a + 1, hidden_buf_.data() + (size_t)row0[g] * E, true});
     outs.push_back(emit(gen[g], acc, lg));
   }
   if (replay.n() > 0) {  // no outputs: the state is wanted (its logits were sampled in the verification)

@@ -109,7 +109,10 @@ SeqState Context::seq_state_get(int seq) {
   check_seq(seq);
   const Seq& s = seqs_[seq];
   if (s.active) throw std::invalid_argument("sequence " + std::to_string(seq) + " is busy: its state can be taken only while idle");
-  if (drafter_) drafter_->flush_seq(seq);
+  if (drafter_) {
+    drafter_->flush_seq(seq);
+    gstats_.n_mtp_rows = drafter_->n_rows();
+  }
   SeqState st;
   const int32_t n = mem_->seq_pos(seq);
   st.tokens = s.cache;

@@ -94,7 +94,7 @@ double AdaptiveDraftLength::expected_rate(int seq, int k, int n) const {
   for (int i = 0; i < k; i++) { p *= rate_[seq][i]; e += p; }
   const double t = k == 0 ? (costs_.overhead_ms + plain_cost(n)) / n
                           : (costs_.overhead_ms + costs_.verify_base_ms) / n + costs_.verify_row_ms * (k + 1) +
-                                costs_.draft_ms * k / n + costs_.catch_up_ms;
+                                costs_.draft_ms * k / n;
   return e / std::max(t, 1e-6);
 }
 
@@ -163,8 +163,9 @@ void AdaptiveDraftLength::observe_step(int rows, int n_seqs, double ms) {
   costs_.verify_base_ms = std::max(0.0, (sy_ - costs_.verify_row_ms * sx_) / s0_);
 }
 
-void AdaptiveDraftLength::observe_draft(int forwards, double ms) {
-  if (forwards <= 0) return;
+void AdaptiveDraftLength::observe_draft(int forwards, double ms, int seqs, int caught_up) {
+  // more than one step's rows per sequence caught up (an idle stretch): the probe's cost, not D
+  if (forwards <= 0 || caught_up > std::max(1, seqs) * (cap_ + 1)) return;
   costs_.draft_ms += std::max(kMeanAlpha, 1.0 / ++n_draft_) * (ms / forwards - costs_.draft_ms);
 }
 
@@ -172,12 +173,6 @@ void AdaptiveDraftLength::observe_gap(int n_seqs, double ms) {
   // at most a plain step: a longer gap is the caller doing something else (a new request, a pause)
   ms = std::clamp(ms, 0.0, plain_cost(n_seqs));
   costs_.overhead_ms += std::max(kMeanAlpha, 1.0 / ++n_gap_) * (ms - costs_.overhead_ms);
-}
-
-void AdaptiveDraftLength::observe_catch_up(int seqs, int rows, double ms) {
-  // more than one step's rows per sequence (the prompt, an idle stretch): the probe's cost, not C
-  if (seqs <= 0 || rows > seqs * (cap_ + 1)) return;
-  costs_.catch_up_ms += std::max(kMeanAlpha, 1.0 / ++n_catch_up_) * (ms / seqs - costs_.catch_up_ms);
 }
 
 }  // namespace pyllm

@@ -2,13 +2,11 @@
 // expected tokens per second,
 //   E(k) = 1 + sum_{j=1..k} prod_{i<=j} a_i     a_i: the sequence's running conditional acceptance of
 //                                                draft position i (given 1..i-1 were accepted)
-//   T(k) = (O + V0) / n + Vr (k + 1)            a speculative step over R verification rows costs
-//          + D k / n + C
+//   T(k) = (O + V0) / n + Vr (k + 1) + D k / n  a speculative step over R verification rows costs
 //                                                V0 + Vr R (the target forward with its recurrent
-//                                                snapshots, accept); one drafting forward costs D; the
-//                                                MTP catch-up of the rows a drafting step kept costs C
-//                                                per sequence (one batch over the drafting sequences,
-//                                                its time shared); O: the caller's loop between two
+//                                                snapshots, accept); one drafting forward costs D (the
+//                                                first one also computes the MTP rows the last step
+//                                                kept); O: the caller's loop between two
 //                                                steps (detokenising, streaming; per step, whatever
 //                                                it drafted: on a 12M model it is 10% of a plain
 //                                                step); n sequences decode together and share the
@@ -23,12 +21,12 @@
 //                                                plain where drafting paid); an n not timed yet is the
 //                                                nearest timed one plus Vr per row between them
 // k = 0 (plain decoding) is chosen when drafting does not pay. Costs are measured at start-up
-// (measure_verify_ms, MtpDrafter::measure_step_ms / measure_catch_up_ms) and then refined from every step's timings
-// (exponentially weighted least squares for V0, Vr; running means for P, D and C), so the numbers of the
-// machine as it runs are the ones used. C is learnt from catch-ups of at most one step's rows per
-// sequence: the first draft after the prompt or after a stretch at k = 0 catches up all of it, a cost
-// of that probe and not of a drafting step (counted into D, it made the 12M trained model, whose drafts
-// pay 6-15% on code, stop drafting after its first draft). a_i starts from the context-wide running rate and follows
+// (measure_verify_ms, MtpDrafter::measure_step_ms) and then refined from every step's timings
+// (exponentially weighted least squares for V0, Vr; running means for P, D and O), so the numbers of the
+// machine as it runs are the ones used. D is learnt from drafts that caught up at most one step's rows
+// per sequence: the first draft after a stretch at k = 0 catches up all of it, a cost of that probe and
+// not of a drafting step (counted into D, it made the 12M trained model, whose drafts pay 6-15% on code,
+// stop drafting after its first draft). a_i starts from the context-wide running rate and follows
 // the sequence's own outcomes. Every kProbe-th step a drafting sequence drafts one more (or, every
 // other time, one fewer) than its choice, so the rate of the next position and the cost of a row stay
 // measured (and until the context has timed 3 plain steps, every other step is one). The context's
@@ -50,13 +48,12 @@ namespace pyllm {
 struct DraftCosts {
   double verify_base_ms = 0, verify_row_ms = 0, draft_ms = 0;
   double plain_ms = 0;  // a 1-row step without drafts; 0 at construction: verify_base_ms + verify_row_ms
-  double catch_up_ms = 0;  // C: the MTP catch-up after a drafting step, per sequence
   double overhead_ms = 0;  // O: the caller's time between two decoding steps
 };
 
 // Best-of-reps wall time of one target forward over rows = 2 and rows = n_rows (all logits and hidden
 // states, a recurrent plane per row, as a verification) -> (base, per row), and of a plain 1-row
-// decode (no planes) -> plain, on a scratch memory. (catch_up_ms: the drafter's, MtpDrafter.)
+// decode (no planes) -> plain, on a scratch memory.
 DraftCosts measure_verify_ms(const Model& model, ThreadPool& tp, int n_rows, int reps);
 
 class AdaptiveDraftLength {
@@ -69,8 +66,8 @@ class AdaptiveDraftLength {
   void observe_accept(int seq, int n_drafted, int n_accepted, bool own = true);
   // a decoding step of `rows` rows over n_seqs sequences (rows == n_seqs: nobody drafted, a plain step)
   void observe_step(int rows, int n_seqs, double ms);
-  void observe_draft(int forwards, double ms);     // ms: the drafting forwards only
-  void observe_catch_up(int seqs, int rows, double ms);  // a deferred catch-up of seqs sequences
+  // the drafting forwards of a step; the first also computed caught_up deferred rows of seqs sequences
+  void observe_draft(int forwards, double ms, int seqs = 0, int caught_up = 0);
   void observe_gap(int n_seqs, double ms);  // the time from one decoding step of n_seqs to the next
 
   const DraftCosts& costs() const { return costs_; }
@@ -90,7 +87,7 @@ class AdaptiveDraftLength {
   int idle_wait_global_ = kIdleProbe;
   std::vector<double> plain_;             // [n] P(n), the running mean of the plain steps of n sequences
   std::vector<int> n_plain_at_;            // [n] observations in plain_[n] (0: not timed)
-  int n_plain_ = 0, n_draft_ = 0, n_catch_up_ = 0, n_gap_ = 0;  // observations in the running means (plain: over every n)
+  int n_plain_ = 0, n_draft_ = 0, n_gap_ = 0;  // observations in the running means (plain: over every n)
   double s0_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0;  // weighted sums of (rows, ms)
 };
 

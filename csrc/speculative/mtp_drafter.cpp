@@ -31,12 +31,22 @@ int64_t MtpDrafter::forward_draft(Memory& mem, ForwardIn in, float* hidden, floa
   if (!head_) {
     in.logits = logits;
     model_.forward_mtp(tp_, mem, in);
+    compact_rows(hidden, in.out_rows, in.n_out);
     return model_.n_vocab;
   }
+  const int n_out = in.n_out;
   in.logits = nullptr; in.n_out = 0;  // the MTP block only: the draft head makes the logits
   model_.forward_mtp(tp_, mem, in);
-  head_->logits(tp_, hidden, in.n, logits);
+  compact_rows(hidden, in.out_rows, n_out);
+  head_->logits(tp_, hidden, n_out, logits);
   return head_->size();
+}
+
+// hidden [n][n_embd] -> its out rows first, [n_out][n_embd] (ascending rows: each moves down or stays)
+void MtpDrafter::compact_rows(float* hidden, const int32_t* rows, int n_out) const {
+  const int64_t E = model_.n_embd;
+  for (int i = 0; i < n_out; i++)
+    if (rows[i] != i) std::copy(hidden + (size_t)rows[i] * E, hidden + (size_t)(rows[i] + 1) * E, hidden + (size_t)i * E);
 }
 
 double MtpDrafter::measure_step_ms(int reps) const {
@@ -53,23 +63,6 @@ double MtpDrafter::measure_step_ms(int reps) const {
     const auto t0 = std::chrono::steady_clock::now();
     forward_draft(*mem, in, hid.data(), lg.data());
     (void)argmax(lg.data(), head_size());
-    if (r > 0) best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
-}
-
-double MtpDrafter::measure_catch_up_ms(int rows, int reps) const {
-  auto mem = model_.create_mtp_memory(1, std::max(8, rows));
-  Batch b;
-  for (int i = 0; i < rows; i++) b.add(0, i, 0);
-  std::vector<float> h((size_t)rows * model_.n_embd, 0.f);
-  double best = 1e30;
-  for (int r = 0; r <= reps; r++) {  // the first is a warm-up
-    mem->seq_rm(0, 0);
-    ForwardIn in = b.rows();  // no outputs, as catch_up / flush
-    in.embd_in = h.data();
-    const auto t0 = std::chrono::steady_clock::now();
-    model_.forward_mtp(tp_, *mem, in);
     if (r > 0) best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   return best;
@@ -131,32 +124,41 @@ void MtpDrafter::check_length(int seq, int32_t pos, const char* what) const {
 std::vector<std::vector<int32_t>> MtpDrafter::draft(const std::vector<Request>& reqs) {
   const int64_t E = model_.n_embd;
   std::vector<std::vector<int32_t>> result(reqs.size());
-  std::vector<int> live, next_live;  // indices into reqs still drafting, one row each
+  std::vector<int> live, next_live;  // indices into reqs still drafting, one output row each
   const auto t0 = std::chrono::steady_clock::now();  // the deferred catch-up is part of the drafting cost
-  std::vector<int> due;
-  for (const Request& q : reqs)
-    if (q.n_max > 0 && !backlog_[q.seq].tok.empty()) due.push_back(q.seq);
-  last_catch_up_ = {(int)due.size(), flush(due), 0.0};
-  last_catch_up_.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  batch_.clear(); hin_.clear();
+  // the first forward: each drafting sequence's deferred rows (KV only), then its drafting row, so the
+  // catch-up of the rows the last step kept costs no MTP forward of its own (batch invariance: the same
+  // bits as a catch-up forward before it)
+  batch_.clear(); hin_.clear(); rows_.clear();
+  last_catch_up_ = CatchUp{};
   for (size_t r = 0; r < reqs.size(); r++) {
     const Request& q = reqs[r];
     if (q.n_max <= 0) continue;
     check_length(q.seq, q.pos, "draft");
+    Backlog& b = backlog_[q.seq];
+    if (!b.tok.empty()) {
+      if (mem_->seq_pos(q.seq) != b.pos0)
+        throw std::logic_error("MTP deferred catch-up of sequence " + std::to_string(q.seq) + " from position " + std::to_string(b.pos0) +
+                               ": the MTP memory holds " + std::to_string(mem_->seq_pos(q.seq)) + " positions");
+      for (size_t i = 0; i < b.tok.size(); i++) batch_.add(b.tok[i], b.pos0 + (int32_t)i, q.seq);
+      hin_.insert(hin_.end(), b.h.begin(), b.h.end());
+      last_catch_up_.seqs++;
+      last_catch_up_.rows += (int)b.tok.size();
+      b = Backlog{};
+    }
     live.push_back((int)r);
+    rows_.push_back(batch_.n());
     batch_.add(q.last, q.pos, q.seq);
     hin_.insert(hin_.end(), pending_h(q.seq), pending_h(q.seq) + E);
   }
   while (!live.empty()) {
     const int n = (int)live.size();
     const int64_t V = head_size();
-    logits_.resize((size_t)n * V); hidden_.resize((size_t)n * E);
-    rows_.resize(n);
-    for (int i = 0; i < n; i++) rows_[i] = i;
+    logits_.resize((size_t)n * V); hidden_.resize((size_t)batch_.n() * E);  // hidden: [rows][E], then [n][E]
     ForwardIn in = batch_.rows();
     in.embd_in = hin_.data(); in.out_rows = rows_.data(); in.n_out = n;
     forward_draft(*mem_, in, hidden_.data(), logits_.data());
-    n_rows_ += n;
+    n_rows_ += batch_.n();
     n_forwards_++;
     next_live.clear(); next_.clear(); next_h_.clear();
     for (int i = 0; i < n; i++) {
@@ -189,10 +191,12 @@ std::vector<std::vector<int32_t>> MtpDrafter::draft(const std::vector<Request>& 
       if ((int)d.size() >= q.n_max) continue;
       // the next depth pairs the drafted token with this row's own MTP output
       next_live.push_back(live[i]);
-      next_.add(best, batch_.pos[i] + 1, q.seq);
+      next_.add(best, batch_.pos[rows_[i]] + 1, q.seq);
       next_h_.insert(next_h_.end(), hidden_.begin() + (size_t)i * E, hidden_.begin() + (size_t)(i + 1) * E);
     }
     live.swap(next_live); batch_.swap(next_); hin_.swap(next_h_);
+    rows_.resize(live.size());
+    for (size_t i = 0; i < rows_.size(); i++) rows_[i] = (int32_t)i;  // deeper forwards: one row each
   }
   t_draft_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   for (size_t r = 0; r < reqs.size(); r++) {

@@ -8,8 +8,10 @@
 //   draft(): from (last, pending_h) at the target's length p0, one batched MTP forward per depth;
 //            the first row is exactly the row catch-up would compute next (same token, position and
 //            target h), so its KV stays; the deeper rows used the MTP's own h and are dropped;
-//   catch_up(): after the target verified and kept [last, d1..da], the MTP KV is filled for the kept
-//            rows it does not hold yet (p0+1..p0+a) and pending_h becomes h_{p0+a}.
+//   catch_up(): after the target verified and kept [last, d1..da], the kept rows it does not hold yet
+//            (p0+1..p0+a) are deferred (the decoding loop's runs) and the next draft() computes them in
+//            its first forward, before its drafting row: one MTP forward a step fewer; pending_h becomes
+//            h_{p0+a}. Prompt ubatches and eval() catch up at once.
 // Nothing is computed twice and rejected rows are never caught up, so rollback() only shortens.
 #pragma once
 #include <cstdint>
@@ -54,9 +56,10 @@ class MtpDrafter {
 
   // Rows the target decoded and keeps: n rows of seq at pos0.., with their target hidden states h
   // ([n][n_embd], after output_norm). At most one run per sequence and call.
-  // defer (the adaptive draft length's sequences): the rows wait in the sequence's backlog and are
-  // computed, batched, right before its next draft; a sequence that stops drafting (k = 0) then
-  // costs what plain decoding costs. rollback / begin cut the backlog like the memory.
+  // defer (the decoding loop's runs): the rows wait in the sequence's backlog and are computed in the
+  // first forward of its next draft (or by the next undeferred catch-up / flush_seq); a sequence that
+  // does not draft (auto at k = 0) then costs what plain decoding costs. rollback / begin cut the
+  // backlog like the memory.
   struct Run { int seq; const int32_t* tokens; int32_t pos0; int n; const float* h; bool defer = false; };
   // Pairs each row with the hidden state before it and fills the MTP KV (rows already held from
   // drafting are skipped); pending_h <- each run's last h.
@@ -71,11 +74,9 @@ class MtpDrafter {
   // Wall time of one drafting forward of one row (MTP block + head), on a scratch memory: the
   // adaptive draft length's start-up cost measurement. Best of `reps`.
   double measure_step_ms(int reps) const;
-  // Wall time of the catch-up of `rows` rows of one sequence (the MTP block, no outputs). Best of `reps`.
-  double measure_catch_up_ms(int rows, int reps) const;
-  // the deferred catch-up draft() ran first (part of t_draft_ms) since the last take: sequences, rows,
-  // wall time (zeros when none ran)
-  struct CatchUp { int seqs = 0, rows = 0; double ms = 0; };
+  // the deferred rows the last draft() computed in its first forward (part of t_draft_ms) since the last
+  // take: sequences, rows (zeros when none)
+  struct CatchUp { int seqs = 0, rows = 0; };
   CatchUp take_catch_up() { return std::exchange(last_catch_up_, CatchUp{}); }
   // drafting forwards run so far and their wall time (the draft-step cost, for stats)
   int64_t n_draft_forwards() const { return n_forwards_; }
@@ -94,6 +95,7 @@ class MtpDrafter {
   // ([n][head_size()]); returns the head's size
   int64_t forward_draft(Memory& mem, ForwardIn in, float* hidden, float* logits) const;
   int64_t head_size() const { return head_ ? head_->size() : model_.n_vocab; }
+  void compact_rows(float* hidden, const int32_t* rows, int n_out) const;
   void check_length(int seq, int32_t pos, const char* what) const;
   // positions the MTP memory holds or will hold once the backlog is computed
   int32_t held(int seq) const { return mem_->seq_pos(seq) + (int32_t)backlog_[seq].tok.size(); }
