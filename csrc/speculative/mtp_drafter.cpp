@@ -76,17 +76,22 @@ void MtpDrafter::cut_backlog(int seq, int32_t p0) {
   b.h.resize((size_t)keep * model_.n_embd);
 }
 
+// seq's backlog rows onto batch_ / hin_ (KV only), the backlog emptied; returns the rows
+int MtpDrafter::take_backlog(int seq) {
+  Backlog& b = backlog_[seq];
+  if (mem_->seq_pos(seq) != b.pos0)
+    throw std::logic_error("MTP deferred catch-up of sequence " + std::to_string(seq) + " from position " + std::to_string(b.pos0) +
+                           ": the MTP memory holds " + std::to_string(mem_->seq_pos(seq)) + " positions");
+  const int n = (int)b.tok.size();
+  for (int i = 0; i < n; i++) batch_.add(b.tok[i], b.pos0 + i, seq);
+  hin_.insert(hin_.end(), b.h.begin(), b.h.end());
+  b = Backlog{};
+  return n;
+}
+
 int MtpDrafter::flush(const std::vector<int>& seqs) {
   batch_.clear(); hin_.clear();
-  for (int s : seqs) {
-    Backlog& b = backlog_[s];
-    if (mem_->seq_pos(s) != b.pos0)
-      throw std::logic_error("MTP deferred catch-up of sequence " + std::to_string(s) + " from position " + std::to_string(b.pos0) +
-                             ": the MTP memory holds " + std::to_string(mem_->seq_pos(s)) + " positions");
-    for (size_t i = 0; i < b.tok.size(); i++) batch_.add(b.tok[i], b.pos0 + (int32_t)i, s);
-    hin_.insert(hin_.end(), b.h.begin(), b.h.end());
-    b = Backlog{};
-  }
+  for (int s : seqs) take_backlog(s);
   if (batch_.n() == 0) return 0;
   ForwardIn in = batch_.rows();  // no outputs: only the KV is wanted
   in.embd_in = hin_.data();
@@ -135,16 +140,9 @@ std::vector<std::vector<int32_t>> MtpDrafter::draft(const std::vector<Request>& 
     const Request& q = reqs[r];
     if (q.n_max <= 0) continue;
     check_length(q.seq, q.pos, "draft");
-    Backlog& b = backlog_[q.seq];
-    if (!b.tok.empty()) {
-      if (mem_->seq_pos(q.seq) != b.pos0)
-        throw std::logic_error("MTP deferred catch-up of sequence " + std::to_string(q.seq) + " from position " + std::to_string(b.pos0) +
-                               ": the MTP memory holds " + std::to_string(mem_->seq_pos(q.seq)) + " positions");
-      for (size_t i = 0; i < b.tok.size(); i++) batch_.add(b.tok[i], b.pos0 + (int32_t)i, q.seq);
-      hin_.insert(hin_.end(), b.h.begin(), b.h.end());
+    if (!backlog_[q.seq].tok.empty()) {
       last_catch_up_.seqs++;
-      last_catch_up_.rows += (int)b.tok.size();
-      b = Backlog{};
+      last_catch_up_.rows += take_backlog(q.seq);
     }
     live.push_back((int)r);
     rows_.push_back(batch_.n());

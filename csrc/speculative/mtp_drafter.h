@@ -101,6 +101,7 @@ class MtpDrafter {
   int32_t held(int seq) const { return mem_->seq_pos(seq) + (int32_t)backlog_[seq].tok.size(); }
   void cut_backlog(int seq, int32_t p0);     // drop backlog rows at positions >= p0
   int flush(const std::vector<int>& seqs);  // compute these sequences' backlogs, one batch; returns the rows
+  int take_backlog(int seq);
 
   const Model& model_;
   ThreadPool& tp_;
