@@ -367,6 +367,17 @@ def test_auto_state_save_holds_the_deferred_catch_up(q8, prompts):
         assert r["tokens"] == generate(q8, longer, greedy_params(16))["tokens"]
 
 
+def test_deferred_rows_are_bounded(q8, prompts):
+    """A sequence that does not draft (auto at k = 0 between its ever rarer probes) defers its MTP rows; at
+    MtpDrafter::kMaxBacklog rows they are computed, so it never holds more hidden states than that (1500 tokens:
+    the last probes are ~500 steps apart)."""
+    c = new_context(q8, 4096, spec_type="draft-mtp", n_max=3, n_max_auto=True, synth_rates=[0.0, 0.0, 0.0])
+    run_seqs(c, q8, {0: (prompts[0], greedy_params(1500))})
+    before = c.global_stats()["n_mtp_rows"]
+    c.seq_state_get(0)  # computes what is still deferred
+    assert 0 < c.global_stats()["n_mtp_rows"] - before <= 256
+
+
 def test_auto_needs_a_cap(q8):
     with pytest.raises(ValueError, match="--spec-draft-n-max auto needs a cap >= 1"):
         _core.check_spec_params("draft-mtp", 0, n_max_auto=True)

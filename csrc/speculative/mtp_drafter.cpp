@@ -219,6 +219,7 @@ void MtpDrafter::catch_up(const std::vector<Run>& runs) {
     if (r.n > 0 && !r.defer && !backlog_[r.seq].tok.empty()) due.push_back(r.seq);
   flush(due);
   batch_.clear(); hin_.clear();
+  std::vector<int> full;  // deferred backlogs that reached kMaxBacklog rows
   for (const Run& r : runs) {
     if (r.n <= 0) continue;
     int i0 = 0;
@@ -238,6 +239,7 @@ void MtpDrafter::catch_up(const std::vector<Run>& runs) {
         const float* h = i == 0 ? pending_h(r.seq) : r.h + (size_t)(i - 1) * E;
         b.h.insert(b.h.end(), h, h + E);
       }
+      if ((int)b.tok.size() >= kMaxBacklog) full.push_back(r.seq);
       continue;
     }
     for (int i = i0; i < r.n; i++) {
@@ -252,6 +254,7 @@ void MtpDrafter::catch_up(const std::vector<Run>& runs) {
     model_.forward_mtp(tp_, *mem_, in);
     n_rows_ += batch_.n();
   }
+  flush(full);
   for (const Run& r : runs)
     if (r.n > 0) std::copy(r.h + (size_t)(r.n - 1) * E, r.h + (size_t)r.n * E, pending_h_.begin() + (size_t)r.seq * E);
 }

@@ -60,7 +60,10 @@ class MtpDrafter {
   // first forward of its next draft (or by the next undeferred catch-up / flush_seq); a sequence that
   // does not draft (auto at k = 0) then costs what plain decoding costs. rollback / begin cut the
   // backlog like the memory.
+  // A backlog of kMaxBacklog rows is computed at once (one batch), so a sequence that does not draft
+  // for long holds at most that many hidden states ([rows][n_embd] floats, 20 KiB a row at 27B).
   struct Run { int seq; const int32_t* tokens; int32_t pos0; int n; const float* h; bool defer = false; };
+  static constexpr int kMaxBacklog = 256;
   // Pairs each row with the hidden state before it and fills the MTP KV (rows already held from
   // drafting are skipped); pending_h <- each run's last h.
   void catch_up(const std::vector<Run>& runs);
