@@ -80,6 +80,14 @@ nb::list drafters_list(const std::vector<DrafterStats>& ds) {
   return l;
 }
 
+// the adaptive draft length's cost model (AdaptiveDraftLength.costs, Context.draft_costs)
+nb::dict costs_dict(const DraftCosts& k) {
+  nb::dict d;
+  d["verify_base_ms"] = k.verify_base_ms; d["verify_row_ms"] = k.verify_row_ms; d["draft_ms"] = k.draft_ms;
+  d["plain_ms"] = k.plain_ms; d["overhead_ms"] = k.overhead_ms;
+  return d;
+}
+
 nb::dict stats_dict(const SeqStats& st) {
   nb::dict d;
   d["n_prompt"] = st.n_prompt; d["n_cached"] = st.n_cached; d["n_gen"] = st.n_gen;
@@ -166,13 +174,7 @@ void bind_model(nb::module_& m) {
            nb::arg("caught_up") = 0)
       .def("observe_gap", &AdaptiveDraftLength::observe_gap, nb::arg("n_seqs"), nb::arg("ms"))
       .def("rates", &AdaptiveDraftLength::rates)
-      .def_prop_ro("costs", [](const AdaptiveDraftLength& a) {
-        nb::dict d;
-        d["verify_base_ms"] = a.costs().verify_base_ms; d["verify_row_ms"] = a.costs().verify_row_ms;
-        d["draft_ms"] = a.costs().draft_ms; d["plain_ms"] = a.costs().plain_ms;
-        d["overhead_ms"] = a.costs().overhead_ms;
-        return d;
-      })
+      .def_prop_ro("costs", [](const AdaptiveDraftLength& a) { return costs_dict(a.costs()); })
       .def_ro_static("probe_every", &AdaptiveDraftLength::kProbe)
       .def_ro_static("idle_probe", &AdaptiveDraftLength::kIdleProbe)
       .def_ro_static("idle_probe_max", &AdaptiveDraftLength::kIdleProbeMax);
@@ -279,13 +281,7 @@ void bind_model(nb::module_& m) {
       // the cheap draft head's one-line description (type, rows, memory), "" when drafting uses the model's head
       .def_prop_ro("draft_head_info", [](const Context& c) { return c.draft_head() ? c.draft_head()->description() : std::string(); })
       .def_prop_ro("draft_head_bytes", [](const Context& c) { return c.draft_head() ? c.draft_head()->bytes() : (size_t)0; })
-      .def_prop_ro("draft_costs", [](const Context& c) {
-        const DraftCosts k = c.draft_costs();
-        nb::dict d;
-        d["verify_base_ms"] = k.verify_base_ms; d["verify_row_ms"] = k.verify_row_ms; d["draft_ms"] = k.draft_ms;
-        d["plain_ms"] = k.plain_ms; d["overhead_ms"] = k.overhead_ms;
-        return d;
-      })
+      .def_prop_ro("draft_costs", [](const Context& c) { return costs_dict(c.draft_costs()); })
       .def_prop_ro("n_ctx_seq", &Context::n_ctx_seq)
       .def_prop_ro("n_seq", &Context::n_seq)
       .def("seq_begin", [](Context& c, PyModel&, int seq, std::vector<int32_t> prompt, const SeqArgs& a) {

@@ -89,15 +89,14 @@ int MtpDrafter::take_backlog(int seq) {
   return n;
 }
 
-int MtpDrafter::flush(const std::vector<int>& seqs) {
+void MtpDrafter::flush(const std::vector<int>& seqs) {
   batch_.clear(); hin_.clear();
   for (int s : seqs) take_backlog(s);
-  if (batch_.n() == 0) return 0;
+  if (batch_.n() == 0) return;
   ForwardIn in = batch_.rows();  // no outputs: only the KV is wanted
   in.embd_in = hin_.data();
   model_.forward_mtp(tp_, *mem_, in);
   n_rows_ += batch_.n();
-  return batch_.n();
 }
 
 void MtpDrafter::begin(int seq, int n_kept) {
@@ -135,7 +134,6 @@ std::vector<std::vector<int32_t>> MtpDrafter::draft(const std::vector<Request>& 
   // catch-up of the rows the last step kept costs no MTP forward of its own (batch invariance: the same
   // bits as a catch-up forward before it)
   batch_.clear(); hin_.clear(); rows_.clear();
-  last_catch_up_ = CatchUp{};
   for (size_t r = 0; r < reqs.size(); r++) {
     const Request& q = reqs[r];
     if (q.n_max <= 0) continue;

@@ -77,8 +77,8 @@ class MtpDrafter {
   // Wall time of one drafting forward of one row (MTP block + head), on a scratch memory: the
   // adaptive draft length's start-up cost measurement. Best of `reps`.
   double measure_step_ms(int reps) const;
-  // the deferred rows the last draft() computed in its first forward (part of t_draft_ms) since the last
-  // take: sequences, rows (zeros when none)
+  // the deferred rows draft() computed in its first forwards (part of t_draft_ms) since the last take:
+  // sequences, rows (zeros when none)
   struct CatchUp { int seqs = 0, rows = 0; };
   CatchUp take_catch_up() { return std::exchange(last_catch_up_, CatchUp{}); }
   // drafting forwards run so far and their wall time (the draft-step cost, for stats)
@@ -103,8 +103,8 @@ class MtpDrafter {
   // positions the MTP memory holds or will hold once the backlog is computed
   int32_t held(int seq) const { return mem_->seq_pos(seq) + (int32_t)backlog_[seq].tok.size(); }
   void cut_backlog(int seq, int32_t p0);     // drop backlog rows at positions >= p0
-  int flush(const std::vector<int>& seqs);  // compute these sequences' backlogs, one batch; returns the rows
-  int take_backlog(int seq);
+  void flush(const std::vector<int>& seqs);  // compute these sequences' backlogs, one batch
+  int take_backlog(int seq);                 // seq's backlog onto batch_ / hin_; returns its rows
 
   const Model& model_;
   ThreadPool& tp_;
