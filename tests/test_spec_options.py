@@ -195,10 +195,21 @@ def test_auto_with_head_options_and_request_override(q8, prompts):
 
 def test_auto_stops_drafting_when_nothing_is_accepted(q8, prompts):
     """Synthetic acceptance 0 (benchmark mode): the adaptive length learns that drafts never survive and drafts only
-    on its probe steps (one token after 32, 64, 128, ... steps once at k = 0), i.e. plain decoding."""
+    on its probe steps (4 one-token steps after 32, 64, 128, ... steps once at k = 0), i.e. plain decoding."""
     r, _ = spec_run(q8, prompts[0], greedy_params(96), n_max=3, n_max_auto=True, synth_rates=[0.0, 0.0, 0.0])
     st = r["stats"]
     assert st["n_draft_accepted"] == 0 and st["n_draft"] <= 96 // 8 + 6, st
+
+
+def timed(x, plain_ms, n=1):
+    """Until 3 plain and 3 speculative steps were timed, every other step is one: time them (plain steps of n
+    sequences at plain_ms, speculative ones of 1 sequence at what the start-up line predicts)."""
+    for _ in range(3):
+        x.observe_step(n, n, plain_ms)
+    k = x.costs
+    for rows in (2, 3, 2):
+        x.observe_step(rows, 1, k["verify_base_ms"] + k["verify_row_ms"] * rows)
+    return x
 
 
 def test_auto_policy_choices():
@@ -206,29 +217,24 @@ def test_auto_policy_choices():
     drafts survive, nothing when they do not (but for its probe steps), and nothing when rows cost as much as a
     whole forward (a compute-bound target: on the tiny test models an extra verification row costs nearly a whole 1-row forward,
     so there auto rightly stays near 0)."""
-    def timed(x, plain_ms):  # until 3 plain steps were timed, every other step is one: time them
-        for _ in range(3):
-            x.observe_step(1, 1, plain_ms)
-        return x
-
     a = timed(_core.AdaptiveDraftLength(1, 7, verify_base_ms=10.0, verify_row_ms=0.5, draft_ms=1.0), 10.5)
     P = a.probe_every
-    for _ in range(40):
+    for _ in range(80):
         a.observe_accept(0, a.choose(0), 7)  # everything accepted
     ks = [a.choose(0) for _ in range(2 * P)]
     assert ks.count(7) == 2 * P - 2 and ks.count(6) == 2  # at the cap the probes go one shorter
     assert all(r > 0.9 for r in a.rates(0))
     b = timed(_core.AdaptiveDraftLength(2, 7, 10.0, 0.5, 1.0), 10.5)
     ks = []
-    for _ in range(1200):
+    for _ in range(2400):
         k = b.choose(0)
         ks.append(k)
         b.observe_accept(0, k, 0)  # nothing accepted
-    # at k = 0: 1-token probes, the wait doubling from idle_probe up to idle_probe_max
-    first0 = ks.index(0)
-    probes = [i for i in range(first0, len(ks)) if ks[i] > 0]
-    assert all(ks[i] == 1 for i in probes)
-    gaps = [b - a for a, b in zip(probes, probes[1:])]
+    # at k = 0: probes of probe_burst 1-token steps, the wait doubling from idle_probe up to idle_probe_max
+    first0 = next(i for i in range(len(ks)) if not any(ks[i:i + 16]))  # from here on it decodes plain
+    probes = [i for i in range(first0, len(ks)) if ks[i] > 0 and ks[i - 1] == 0]  # each burst's first step
+    assert all(ks[i:i + b.probe_burst] == [1] * b.probe_burst and ks[i + b.probe_burst] == 0 for i in probes[:-1])
+    gaps = [q - p - (b.probe_burst - 1) for p, q in zip(probes, probes[1:])]  # the k = 0 steps between bursts
     assert gaps == sorted(gaps) and gaps[0] >= b.idle_probe and gaps[-1] == b.idle_probe_max, gaps
 
     c = timed(_core.AdaptiveDraftLength(1, 7, 0.1, 5.0, 1.0), 5.1)  # a row costs 50x the base: plain pays most
@@ -271,13 +277,13 @@ def test_auto_policy_small_model_stays_plain():
     """A small model (the tiny test models): a speculative step has fixed costs (recurrent snapshots, the MTP
     forwards) as large as a plain step, so one accepted draft in two does not pay. The plain step is measured on its
     own, so the policy sees that (a line through the speculative steps' costs put plain decoding at their base,
-    about 3x too high, and kept drafting), and it probes ever more rarely: at most ~1 draft per idle_probe_max
-    steps in the long run."""
+    about 3x too high, and kept drafting), and it probes ever more rarely: at most ~1 probe (probe_burst drafts) per
+    idle_probe_max steps in the long run."""
     a = _core.AdaptiveDraftLength(1, 3, verify_base_ms=3.0, verify_row_ms=0.3, draft_ms=1.0, plain_ms=1.0)
     # the first draft accepted half the time
     drafted = _drive(a, 3000, lambda step: 1 if step % 2 else 0, verify_ms=(3.0, 0.3), draft_ms=1.0)
-    assert sum(1 for k in drafted[1000:] if k) <= 2000 // a.idle_probe_max + 1, drafted[1000:].count(1)
-    assert sum(1 for k in drafted if k) <= 12
+    assert sum(1 for k in drafted[1000:] if k) <= (2000 // a.idle_probe_max + 1) * a.probe_burst, drafted[1000:].count(1)
+    assert sum(1 for k in drafted if k) <= 12 * a.probe_burst
 
 
 def test_auto_policy_measures_plain_steps_first():
@@ -294,9 +300,8 @@ def test_auto_policy_plain_cost_per_sequence_count():
     27B-shaped 64-layer file: 545 ms for 1 row, ~1050 ms for 8). Taking the 1-row time for it made 8 sequences stay
     plain where drafting paid; P(n) is timed per n, and an n not timed yet is the nearest timed one plus a
     verification row's cost per row between them."""
-    a = _core.AdaptiveDraftLength(8, 3, verify_base_ms=700.0, verify_row_ms=47.0, draft_ms=60.0, plain_ms=545.0)
-    for _ in range(3):
-        a.observe_step(1, 1, 545.0)
+    a = timed(_core.AdaptiveDraftLength(8, 3, verify_base_ms=700.0, verify_row_ms=47.0, draft_ms=60.0, plain_ms=545.0),
+              545.0)
     for _ in range(40):
         for seq in range(8):
             a.observe_accept(seq, 3, 3)  # everything accepted
@@ -314,9 +319,7 @@ def test_auto_policy_probe_catch_up_and_loop_overhead():
     tenth of a plain step and decides whether drafting pays. A draft whose first forward caught up more than one
     step's rows per sequence (the first after a stretch at k = 0) is the probe's cost, not a drafting forward's:
     taken as D it once made a model whose drafts paid stop drafting."""
-    a = _core.AdaptiveDraftLength(1, 3, verify_base_ms=1.0, verify_row_ms=0.2, draft_ms=0.3, plain_ms=1.0)
-    for _ in range(3):
-        a.observe_step(1, 1, 1.0)
+    a = timed(_core.AdaptiveDraftLength(1, 3, verify_base_ms=1.0, verify_row_ms=0.2, draft_ms=0.3, plain_ms=1.0), 1.0)
     # rates 0.6: k = 1 gives 1.6 tokens in 1 + 0.4 + 0.3 ms, below plain's 1 per ms (k = 2, 3 lower still)
     assert a.choose(0) == 0
     a.observe_draft(1, 30.0, seqs=1, caught_up=40)  # a probe after 40 steps at k = 0
@@ -333,22 +336,45 @@ def test_auto_policy_idle_sequence_follows_the_context():
     """Beside other sequences, one that a run of rejections took to k = 0 learns nothing of its own while it does
     not draft: its rates drift back to the context's (which fixed-length sequences teach too), so it drafts again
     long before its first idle probe (idle_probe steps). Alone, it waits for the probe."""
-    a = _core.AdaptiveDraftLength(2, 3, 10.0, 0.5, 1.0, 10.5)
-    for _ in range(3):
-        a.observe_step(2, 2, 10.5)
+    a = timed(_core.AdaptiveDraftLength(2, 3, 10.0, 0.5, 1.0, 10.5), 10.5, n=2)
     for _ in range(30):
         a.observe_accept(1, 3, 3, own=False)  # a fixed-length neighbour: every draft accepted
     assert a.rates(1) == [0.6, 0.6, 0.6]  # not its own: only the context's rates learnt
-    for _ in range(12):
+    for _ in range(20):
         a.observe_accept(0, 3, 0)  # sequence 0's own drafts all rejected
     ks = [a.choose(0, 2) for _ in range(a.idle_probe - 2)]
     assert ks[0] == 0 and any(ks), ks  # none of these steps is a probe
-    b = _core.AdaptiveDraftLength(1, 3, 10.0, 0.5, 1.0, 10.5)
-    for _ in range(3):
-        b.observe_step(1, 1, 10.5)
-    for _ in range(12):
+    b = timed(_core.AdaptiveDraftLength(1, 3, 10.0, 0.5, 1.0, 10.5), 10.5)
+    for _ in range(20):
         b.observe_accept(0, 3, 0)
     assert [b.choose(0) for _ in range(b.idle_probe - 2)] == [0] * (b.idle_probe - 2)
+
+
+def test_auto_policy_idle_probe_wait_spans_requests():
+    """The wait before a k = 0 probe counts down across requests: a countdown restarted by each request never
+    reached a wait of 512 steps in requests of 128 tokens, so auto never drafted again (the bench's tasks)."""
+    a = timed(_core.AdaptiveDraftLength(1, 3, 10.0, 0.5, 1.0, 10.5), 10.5)
+    for _ in range(40):
+        a.observe_accept(0, 3, 0)  # nothing accepted: plain decoding wins
+    drafted = 0
+    for _ in range(2 * a.idle_probe_max // 20):  # requests of 20 tokens
+        a.begin(0)
+        drafted += sum(1 for _ in range(20) if a.choose(0))
+    assert drafted >= a.probe_burst, drafted
+
+
+def test_auto_policy_catch_up_cost_and_outliers():
+    """A stretch at k = 0 defers one MTP row a step, computed by the next probe's first draft: that draft times C,
+    which k = 0 pays per step (on the 12M model 5% of a plain step). A timing over 1.5x the current value counts as
+    1.5x (a stalled step on a busy machine)."""
+    a = timed(_core.AdaptiveDraftLength(1, 3, verify_base_ms=1.0, verify_row_ms=0.2, draft_ms=0.3, plain_ms=1.0), 1.0)
+    a.observe_draft(1, 0.3, seqs=1, caught_up=2)  # D timed
+    a.observe_draft(1, 8.3, seqs=1, caught_up=40)  # 40 rows caught up by a one-forward draft
+    assert abs(a.costs["catch_up_row_ms"] - 8.0 / 40) < 1e-9 and a.costs["draft_ms"] == 0.3
+    a.observe_step(2, 1, 100.0)  # the probe's step is not timed as V
+    assert abs(a.costs["verify_base_ms"] - 1.0) < 1e-9
+    a.observe_step(1, 1, 100.0)  # a stall: counts as 1.5 ms
+    assert abs(a.costs["plain_ms"] - (1.0 + 0.5 / 4)) < 1e-9  # its 4th timing: weight 1/4
 
 
 def test_auto_state_save_holds_the_deferred_catch_up(q8, prompts):

@@ -85,6 +85,7 @@ nb::dict costs_dict(const DraftCosts& k) {
   nb::dict d;
   d["verify_base_ms"] = k.verify_base_ms; d["verify_row_ms"] = k.verify_row_ms; d["draft_ms"] = k.draft_ms;
   d["plain_ms"] = k.plain_ms; d["overhead_ms"] = k.overhead_ms;
+  d["catch_up_row_ms"] = k.catch_up_row_ms;
   return d;
 }
 
@@ -177,7 +178,8 @@ void bind_model(nb::module_& m) {
       .def_prop_ro("costs", [](const AdaptiveDraftLength& a) { return costs_dict(a.costs()); })
       .def_ro_static("probe_every", &AdaptiveDraftLength::kProbe)
       .def_ro_static("idle_probe", &AdaptiveDraftLength::kIdleProbe)
-      .def_ro_static("idle_probe_max", &AdaptiveDraftLength::kIdleProbeMax);
+      .def_ro_static("idle_probe_max", &AdaptiveDraftLength::kIdleProbeMax)
+      .def_ro_static("probe_burst", &AdaptiveDraftLength::kProbeBurst);
 
   nb::class_<SeqArgs>(m, "SeqParams")
       .def(nb::init<>())

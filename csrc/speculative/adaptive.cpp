@@ -9,7 +9,9 @@ namespace pyllm {
 
 namespace {
 constexpr double kPrior = 0.6;      // conditional acceptance assumed before anything is measured
-constexpr double kSeqAlpha = 0.15;  // weight of a sequence's newest outcome
+// weight of a sequence's newest outcome: at 0.15 two rejections in a row took the 12M trained model's code
+// task (true rate 0.65, break-even near 0.5) below break-even: one run left 4 of the 5 tasks mostly at k = 0
+constexpr double kSeqAlpha = 0.08;
 constexpr double kGlobalAlpha = 0.05;
 constexpr double kIdleRelax = 0.1;  // per step at k = 0: the pull of a sequence's rates to the context's
 constexpr double kDecay = 0.95;     // per step, for the cost fit (about the last 20 steps)
@@ -17,7 +19,12 @@ constexpr double kDecay = 0.95;     // per step, for the cost fit (about the las
 // start-up value is only used until the first one: on a busy machine it can be off by 2x or more), then
 // an exponential mean of this weight
 constexpr double kMeanAlpha = 0.1;
+void running_mean(double& mean, int& n, double x) { mean += std::max(kMeanAlpha, 1.0 / ++n) * (x - mean); }
 constexpr int kPlainSeen = 3;  // plain steps timed before a drafting sequence stops taking every other one
+// a timing above kOutlier x what the model predicts counts as kOutlier x: a 2-core machine now and then stalls
+// a 0.7 ms step for 4 ms, which moved the base cost of the fit (about the last 20 steps) by a third
+constexpr double kOutlier = 1.5;
+constexpr int kColdSteps = 2;  // the first steps of a request, timed like a probe's
 
 double forward_ms(const Model& model, ThreadPool& tp, Memory& mem, int n, bool snapshot = true) {
   std::vector<int32_t> tok(n, 0), pos(n), seq(n, 0), rows(n);
@@ -53,7 +60,12 @@ DraftCosts measure_verify_ms(const Model& model, ThreadPool& tp, int n_rows, int
 
 AdaptiveDraftLength::AdaptiveDraftLength(int n_seq, int cap, const DraftCosts& start)
     : cap_(cap), costs_(start), rate_(n_seq, std::vector<double>(cap, kPrior)), global_(cap, kPrior), steps_(n_seq, 0),
-      idle_wait_(n_seq, kIdleProbe), idle_next_(n_seq, kIdleProbe), plain_(n_seq + 1, 0.0), n_plain_at_(n_seq + 1, 0) {
+      idle_wait_(n_seq, kIdleProbe), idle_left_(n_seq, kIdleProbe), burst_left_(n_seq, 0),
+      plain_(n_seq + 1, 0.0), n_plain_at_(n_seq + 1, 0), spec_((size_t)n_seq * (cap + 1) + 1, 0.0),
+      n_spec_at_((size_t)n_seq * (cap + 1) + 1, 0) {
+  if (cap < 1 || n_seq < 1)
+    throw std::invalid_argument("adaptive draft length: cap " + std::to_string(cap) + " and sequences " +
+                                std::to_string(n_seq) + " must be >= 1");
   if (costs_.plain_ms <= 0) costs_.plain_ms = costs_.verify_base_ms + costs_.verify_row_ms;
   plain_[1] = costs_.plain_ms;  // the start-up value, until the first 1-sequence plain step is timed
   // the start-up measurement as two weighted observations (rows 2 and cap+1) the running fit starts from
@@ -73,7 +85,8 @@ void AdaptiveDraftLength::begin(int seq) {
   rate_[seq] = global_;
   steps_[seq] = 0;
   idle_wait_[seq] = idle_wait_global_;
-  idle_next_[seq] = idle_wait_global_;
+  idle_left_[seq] = idle_left_global_;
+  burst_left_[seq] = 0;
 }
 
 double AdaptiveDraftLength::plain_cost(int n) const {
@@ -89,12 +102,24 @@ double AdaptiveDraftLength::plain_cost(int n) const {
   return plain_[1] + costs_.verify_row_ms * (n - 1);
 }
 
+double AdaptiveDraftLength::spec_cost(int rows) const {
+  // measured where measured: a line through the steps of the last ~20 steps puts the working point off by
+  // 5-10% on a small model (few row counts, one of them seen once in 16 steps), as much as drafting gains there
+  rows = std::clamp(rows, 1, (int)spec_.size() - 1);
+  const double line = costs_.verify_base_ms + costs_.verify_row_ms * rows;
+  if (n_spec_at_[rows] > 0) return spec_[rows];
+  for (int d = 1; d < (int)spec_.size(); d++)  // the nearest measured one, the line's slope between
+    for (int m : {rows - d, rows + d})
+      if (m >= 1 && m < (int)spec_.size() && n_spec_at_[m] > 0)
+        return std::max(0.5 * spec_[m], spec_[m] + costs_.verify_row_ms * (rows - m));
+  return line;
+}
+
 double AdaptiveDraftLength::expected_rate(int seq, int k, int n) const {
   double e = 1.0, p = 1.0;
   for (int i = 0; i < k; i++) { p *= rate_[seq][i]; e += p; }
-  const double t = k == 0 ? (costs_.overhead_ms + plain_cost(n)) / n
-                          : (costs_.overhead_ms + costs_.verify_base_ms) / n + costs_.verify_row_ms * (k + 1) +
-                                costs_.draft_ms * k / n;
+  const double t = k == 0 ? (costs_.overhead_ms + plain_cost(n)) / n + costs_.catch_up_row_ms
+                          : (costs_.overhead_ms + spec_cost(n * (k + 1))) / n + costs_.draft_ms * k / n;
   return e / std::max(t, 1e-6);
 }
 
@@ -108,6 +133,8 @@ int AdaptiveDraftLength::choose(int seq, int n_generating) {
     if (r > best_rate) { best = k; best_rate = r; }
   }
   const int step = ++steps_[seq];
+  // the first steps after a prompt run on caches it left cold: timed like a probe's
+  if (step <= kColdSteps) probe_step_ = true;
   if (best == 0) {
     // plain decoding wins: a 1-token probe now and then (each costs a draft, the deferred catch-up and
     // a speculative step), less often each time it confirms k = 0
@@ -116,15 +143,25 @@ int AdaptiveDraftLength::choose(int seq, int n_generating) {
     // drafts pay (alone, the context's rates are only a lagging copy of its own)
     if (n > 1)
       for (int i = 0; i < cap_; i++) rate_[seq][i] += kIdleRelax * (global_[i] - rate_[seq][i]);
-    if (step >= idle_next_[seq]) {
+    // a probe is a few 1-token steps: one step's rate says little, and the first step's costs are not a
+    // drafting run's (cold caches, the catch-up)
+    if (burst_left_[seq] > 0) { burst_left_[seq]--; probe_step_ = true; return 1; }
+    // likewise speculative steps: until a few were timed, every other step is one (a start-up forward
+    // timed on a busy machine put a 2-row step at 1.2 ms where it costs 0.55 and kept auto plain)
+    if (n_spec_ < kPlainSeen && step % 2 == 1) return 1;
+    if (--idle_left_[seq] <= 0) {
       idle_wait_[seq] = idle_wait_global_ = std::min(2 * idle_wait_[seq], (int)kIdleProbeMax);
-      idle_next_[seq] = step + idle_wait_[seq];
+      idle_left_[seq] = idle_left_global_ = idle_wait_[seq];
+      burst_left_[seq] = kProbeBurst - 1;
+      probe_step_ = true;
       return 1;
     }
+    idle_left_global_ = idle_left_[seq];
     return 0;
   }
   idle_wait_[seq] = idle_wait_global_ = kIdleProbe;
-  idle_next_[seq] = step + kIdleProbe;
+  idle_left_[seq] = idle_left_global_ = kIdleProbe;
+  burst_left_[seq] = 0;
   // plain steps are measured only when taken: until a few were, every other step is one, so a start-up
   // value that is too high (a busy machine) cannot keep the sequence drafting where drafting loses
   if (n_plain_ < kPlainSeen && step % 2 == 0) return 0;
@@ -148,13 +185,26 @@ void AdaptiveDraftLength::observe_accept(int seq, int n_drafted, int n_accepted,
 }
 
 void AdaptiveDraftLength::observe_step(int rows, int n_seqs, double ms) {
+  const bool after_idle = after_idle_, probe = probe_step_;
+  after_idle_ = probe_step_ = false;
   if (rows <= n_seqs) {  // nobody drafted: a plain step of n_seqs rows
     const int n = std::clamp(n_seqs, 1, (int)plain_.size() - 1);
     n_plain_++;
-    plain_[n] += std::max(kMeanAlpha, 1.0 / ++n_plain_at_[n]) * (ms - plain_[n]);
+    if (n_plain_at_[n] >= kPlainSeen) ms = std::min(ms, kOutlier * plain_[n]);
+    running_mean(plain_[n], n_plain_at_[n], ms);
     if (n == 1) costs_.plain_ms = plain_[1];
     return;
   }
+  if (after_idle) return;
+  const double predicted = spec_cost(rows);
+  if (predicted > 0) ms = std::min(ms, kOutlier * predicted);
+  // a probe's steps follow a stretch of plain steps, and on the 12M model they cost ~10% more than a
+  // drafting run's (caches), which held auto plain where n_max 1 paid: they only lower a cost measured
+  // (a machine got faster), raising it is left to drafting runs
+  if (rows < (int)spec_.size() && (!probe || n_spec_at_[rows] == 0 || ms < spec_[rows]))
+    running_mean(spec_[rows], n_spec_at_[rows], ms);
+  n_spec_++;
+  if (probe) return;
   s0_ *= kDecay; sx_ *= kDecay; sy_ *= kDecay; sxx_ *= kDecay; sxy_ *= kDecay;
   s0_ += 1; sx_ += rows; sy_ += ms; sxx_ += (double)rows * rows; sxy_ += rows * ms;
   const double var = s0_ * sxx_ - sx_ * sx_;
@@ -164,9 +214,16 @@ void AdaptiveDraftLength::observe_step(int rows, int n_seqs, double ms) {
 }
 
 void AdaptiveDraftLength::observe_draft(int forwards, double ms, int seqs, int caught_up) {
-  // more than one step's rows per sequence caught up (an idle stretch): the probe's cost, not D
-  if (forwards <= 0 || caught_up > std::max(1, seqs) * (cap_ + 1)) return;
-  costs_.draft_ms += std::max(kMeanAlpha, 1.0 / ++n_draft_) * (ms / forwards - costs_.draft_ms);
+  // more than one step's rows per sequence caught up (an idle stretch): the probe's cost, not D; and its
+  // verification, the first after the stretch, runs on cold caches (on the 12M model its 2-row step cost
+  // 10-15% over a drafting run's, which kept the translate task plain where n_max 1 paid)
+  after_idle_ = forwards > 0 && caught_up > std::max(1, seqs) * (cap_ + 1);
+  if (after_idle_ && n_draft_ > 0)  // the rows the idle stretch deferred: all but the drafting forwards
+    running_mean(costs_.catch_up_row_ms, n_catch_, std::max(0.0, ms - forwards * costs_.draft_ms) / caught_up);
+  if (forwards <= 0 || after_idle_) return;
+  double per = ms / forwards;
+  if (n_draft_ >= kPlainSeen && costs_.draft_ms > 0) per = std::min(per, kOutlier * costs_.draft_ms);
+  running_mean(costs_.draft_ms, n_draft_, per);
 }
 
 void AdaptiveDraftLength::observe_gap(int n_seqs, double ms) {

@@ -2,40 +2,49 @@
 // expected tokens per second,
 //   E(k) = 1 + sum_{j=1..k} prod_{i<=j} a_i     a_i: the sequence's running conditional acceptance of
 //                                                draft position i (given 1..i-1 were accepted)
-//   T(k) = (O + V0) / n + Vr (k + 1) + D k / n  a speculative step over R verification rows costs
-//                                                V0 + Vr R (the target forward with its recurrent
-//                                                snapshots, accept); one drafting forward costs D (the
-//                                                first one also computes the MTP rows the last step
-//                                                kept); O: the caller's loop between two
-//                                                steps (detokenising, streaming; per step, whatever
-//                                                it drafted: on a 12M model it is 10% of a plain
-//                                                step); n sequences decode together and share the
-//                                                per-forward costs
-//   T(0) = (O + P(n)) / n                        a step without drafts is plain decoding of n rows,
-//                                                measured on its own: it has no snapshots, catch-up or
-//                                                draft, and on a small model those fixed costs are most
-//                                                of a speculative step, so a line through the
-//                                                speculative steps' costs says nothing about it. P(n)
-//                                                is timed per n (a plain step of 8 rows costs well over
-//                                                one of 1 row: taking P(1) for it made 8 sequences stay
-//                                                plain where drafting paid); an n not timed yet is the
-//                                                nearest timed one plus Vr per row between them
+//   T(k) = (O + V(n (k + 1))) / n + D k / n    a speculative step over R verification rows costs V(R)
+//                                                (the whole step but its drafting forwards: batch, the
+//                                                target forward with its recurrent snapshots, accept);
+//                                                one drafting forward costs D (the first one also
+//                                                computes the MTP rows the last step kept); O: the
+//                                                caller's loop between two steps (detokenising,
+//                                                streaming: on a 12M model 10% of a plain step); n
+//                                                sequences decode together and share the per-forward
+//                                                costs. V(R) is timed per R where R was seen, else the
+//                                                nearest timed R plus Vr per row, else the line V0 + Vr R
+//                                                (least squares over the last ~20 steps)
+//   T(0) = (O + P(n)) / n + C                    a step without drafts is plain decoding of n rows,
+//                                                timed on its own (no snapshots, catch-up or draft: on a
+//                                                small model those fixed costs are most of a speculative
+//                                                step). P(n) is timed per n (a plain step of 8 rows
+//                                                costs well over one of 1 row); an n not timed yet is
+//                                                the nearest timed one plus Vr per row between them;
+//                                                C: its kept row's MTP forward, deferred to the next
+//                                                draft (a probe) or to kMaxBacklog rows, timed on the
+//                                                probe's first draft (on the 12M model 0.03 ms, 5% of
+//                                                a plain step)
 // k = 0 (plain decoding) is chosen when drafting does not pay. Costs are measured at start-up
-// (measure_verify_ms, MtpDrafter::measure_step_ms) and then refined from every step's timings
-// (exponentially weighted least squares for V0, Vr; running means for P, D and O), so the numbers of the
-// machine as it runs are the ones used. D is learnt from drafts that caught up at most one step's rows
-// per sequence: the first draft after a stretch at k = 0 catches up all of it, a cost of that probe and
-// not of a drafting step (counted into D, it made the 12M trained model, whose drafts pay 6-15% on code,
-// stop drafting after its first draft). a_i starts from the context-wide running rate and follows
-// the sequence's own outcomes. Every kProbe-th step a drafting sequence drafts one more (or, every
-// other time, one fewer) than its choice, so the rate of the next position and the cost of a row stay
-// measured (and until the context has timed 3 plain steps, every other step is one). The context's
-// rates learn from every drafting sequence (fixed lengths too); a sequence at k = 0 beside others
-// learns nothing of its own, so its rates drift back to the context's. At k = 0 it probes with one token after kIdleProbe steps, and each probe that leaves it at
-// 0 doubles the wait (up to kIdleProbeMax; the context-wide wait carries over to the next request), so
-// a model where drafting never pays loses at most about one probe in kIdleProbeMax steps. Its
-// sequences defer their MTP catch-up to their next draft (MtpDrafter::Run::defer), so k = 0 costs
-// what plain decoding costs.
+// (measure_verify_ms, MtpDrafter::measure_step_ms) and then refined from every step's timings (running
+// means for V(R), P, D, C and O; a timing over 1.5x the current value counts as 1.5x: stalls of a busy
+// machine), so the numbers of the machine as it runs are the ones used. A draft that caught up more
+// than one step's rows per sequence (the first after a stretch at k = 0) and its step are not timed as
+// D and V: they are the probe's costs (catch-up, cold caches), not a drafting run's (counted, they made
+// the 12M trained model, whose drafts pay 6-15% on code, stop drafting); that draft times C. a_i starts
+// from the context-wide running rate and follows the sequence's own outcomes.
+// Every kProbe-th step a drafting sequence drafts one more (or, every other time, one fewer) than its
+// choice, so the rate of the next position and the cost of a row stay measured (and until the context
+// has timed 3 plain steps, every other step is one). The context's rates learn from every drafting
+// sequence (fixed lengths too); a sequence at k = 0 beside others learns nothing of its own, so its rates
+// drift back to the context's. At k = 0 it probes with kProbeBurst 1-token steps after kIdleProbe steps,
+// and each probe that leaves it at 0 doubles the wait (up to kIdleProbeMax; the context's wait and
+// countdown carry over to the next request), so a model where drafting never pays loses at most about
+// one probe in kIdleProbeMax steps. (Not doubling near break-even cost the 12M model 5-8% on the story
+// task: each probe also computes the MTP rows deferred since the last, C per step.) The steps of a probe
+// and the first kColdSteps of a request run on caches plain decoding left cold: their timings may only
+// lower V(R) (or set one never timed); raising it is left to drafting runs. Until 3 speculative steps
+// were timed, a sequence at k = 0 drafts every other step, as one that drafts takes plain ones. Its
+// sequences defer their MTP catch-up to their next draft (MtpDrafter::Run::defer), so a stretch at k = 0
+// costs plain decoding plus C per step, and nothing more when the request ends before the next probe.
 // Lossless whatever it picks: the draft length never changes the output.
 #pragma once
 #include <vector>
@@ -49,6 +58,7 @@ struct DraftCosts {
   double verify_base_ms = 0, verify_row_ms = 0, draft_ms = 0;
   double plain_ms = 0;  // a 1-row step without drafts; 0 at construction: verify_base_ms + verify_row_ms
   double overhead_ms = 0;  // O: the caller's time between two decoding steps
+  double catch_up_row_ms = 0;  // C: a deferred MTP row, computed by the next draft (or at kMaxBacklog rows)
 };
 
 // Best-of-reps wall time of one target forward over rows = 2 and rows = n_rows (all logits and hidden
@@ -72,22 +82,30 @@ class AdaptiveDraftLength {
 
   const DraftCosts& costs() const { return costs_; }
   const std::vector<double>& rates(int seq) const { check(seq); return rate_[seq]; }
-  static constexpr int kProbe = 8, kIdleProbe = 32, kIdleProbeMax = 512;
+  static constexpr int kProbe = 8, kIdleProbe = 32, kIdleProbeMax = 512, kProbeBurst = 4;
 
  private:
   double expected_rate(int seq, int k, int n) const;  // E(k) / T(k)
   double plain_cost(int n) const;                     // P(n)
+  double spec_cost(int rows) const;                   // V(rows), a speculative step's target forward and accept
   void check(int seq) const;
   int cap_;
   DraftCosts costs_;
   std::vector<std::vector<double>> rate_;  // [seq][position]
   std::vector<double> global_;             // [position], across sequences
   std::vector<int> steps_;                 // [seq] steps since begin
-  std::vector<int> idle_wait_, idle_next_;  // [seq] the k = 0 probe wait and the step of the next probe
-  int idle_wait_global_ = kIdleProbe;
+  // [seq] the k = 0 probe wait and the steps left until the next probe; the context's carry over to the next
+  // request (a countdown per request never reached a wait of 512 in requests of 128 tokens: it never probed)
+  std::vector<int> idle_wait_, idle_left_, burst_left_;  // burst: the probe's 1-token steps still to take
+  int idle_wait_global_ = kIdleProbe, idle_left_global_ = kIdleProbe;
   std::vector<double> plain_;             // [n] P(n), the running mean of the plain steps of n sequences
   std::vector<int> n_plain_at_;            // [n] observations in plain_[n] (0: not timed)
-  int n_plain_ = 0, n_draft_ = 0, n_gap_ = 0;  // observations in the running means (plain: over every n)
+  std::vector<double> spec_;               // [rows] V(rows), the running mean of the speculative steps of rows rows
+  std::vector<int> n_spec_at_;             // [rows] observations in spec_[rows]
+  bool after_idle_ = false;  // this step's draft caught up an idle stretch: its step is not timed
+  bool probe_step_ = false;  // a sequence probes from k = 0 this step: its time only lowers V(R)
+  // observations in the running means (plain and spec: over every n and R)
+  int n_plain_ = 0, n_spec_ = 0, n_draft_ = 0, n_gap_ = 0, n_catch_ = 0;
   double s0_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0;  // weighted sums of (rows, ms)
 };
 
