@@ -162,7 +162,6 @@ void bind_model(nb::module_& m) {
   nb::class_<AdaptiveDraftLength>(m, "AdaptiveDraftLength")
       .def("__init__", [](AdaptiveDraftLength* self, int n_seq, int cap, double base_ms, double row_ms, double draft_ms,
                           double plain_ms) {
-        if (n_seq < 1 || cap < 1) throw std::invalid_argument("AdaptiveDraftLength: n_seq and cap must be >= 1");
         new (self) AdaptiveDraftLength(n_seq, cap, DraftCosts{base_ms, row_ms, draft_ms, plain_ms});
       }, nb::arg("n_seq"), nb::arg("cap"), nb::arg("verify_base_ms"), nb::arg("verify_row_ms"), nb::arg("draft_ms"),
          nb::arg("plain_ms") = 0.0)

@@ -305,10 +305,9 @@ std::vector<std::vector<int32_t>> Context::draft(const std::vector<int>& gen, st
   if (drafter_) {
     gstats_.n_draft_forwards = drafter_->n_draft_forwards();
     gstats_.t_draft_ms = drafter_->t_draft_ms();
-    step_draft_ms_ = gstats_.t_draft_ms - t0;
     if (adaptive_) {
       const MtpDrafter::CatchUp cu = drafter_->take_catch_up();
-      adaptive_->observe_draft((int)(gstats_.n_draft_forwards - f0), step_draft_ms_, cu.seqs, cu.rows);
+      adaptive_->observe_draft((int)(gstats_.n_draft_forwards - f0), gstats_.t_draft_ms - t0, cu.seqs, cu.rows);
     }
   }
   return d;
@@ -369,7 +368,7 @@ void Context::generate_step(std::vector<StepOutput>& outs) {
   if (gen.empty()) { gen_end_valid_ = false; return; }
   if (adaptive_ && gen_end_valid_) adaptive_->observe_gap((int)gen.size(), ms_since(t_gen_end_));
   const auto t_step = clock_t_::now();
-  step_draft_ms_ = 0;
+  const double t_draft0 = gstats_.t_draft_ms;  // the drafter's timer: this step's drafting forwards
   const int64_t V = model_.n_vocab, E = model_.n_embd;
   std::vector<int> who;  // the drafter of each draft (-1: none)
   const std::vector<std::vector<int32_t>> drafts = draft(gen, who);  // empty without speculation
@@ -422,7 +421,7 @@ void Context::generate_step(std::vector<StepOutput>& outs) {
   gstats_.n_gen_steps++; gstats_.n_gen_rows += batch_.n(); gstats_.t_verify_ms += ms;
   // the whole step but the drafting forwards (D): a step at k = 0 still builds its batch and asks the drafters,
   // and timing only the forward put plain decoding 7-10% below what it costs on the 12M trained model
-  if (adaptive_) adaptive_->observe_step(batch_.n(), (int)gen.size(), ms_since(t_step) - step_draft_ms_);
+  if (adaptive_) adaptive_->observe_step(batch_.n(), (int)gen.size(), ms_since(t_step) - (gstats_.t_draft_ms - t_draft0));
   t_gen_end_ = clock_t_::now();
   gen_end_valid_ = true;
   if (ckpt_on())

@@ -196,7 +196,6 @@ class Context {
   // the end of the last decoding step, when nothing but the caller's loop ran since (auto: its overhead)
   std::chrono::steady_clock::time_point t_gen_end_;
   bool gen_end_valid_ = false;
-  double step_draft_ms_ = 0;  // the drafting forwards of this step (the drafter's timer)
   std::unique_ptr<DraftChain> chain_;    // every configured drafter, in llama.cpp's order (null: none)
   int n_draft_max_ = 0;
   int n_planes_ = 1;                    // recurrent planes of the target memory (rs_checkpoint.h)

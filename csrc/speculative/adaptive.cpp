@@ -24,6 +24,17 @@ constexpr int kPlainSeen = 3;  // plain steps timed before a drafting sequence s
 // a timing above kOutlier x what the model predicts counts as kOutlier x: a 2-core machine now and then stalls
 // a 0.7 ms step for 4 ms, which moved the base cost of the fit (about the last 20 steps) by a third
 constexpr double kOutlier = 1.5;
+double cap_stall(double ms, double predicted) { return predicted > 0 ? std::min(ms, kOutlier * predicted) : ms; }
+
+// mean[i] where timed (seen[i] > 0), else the nearest timed index (below first: the extrapolation adds
+// rows) plus `per` per index between them (at least half of it), else `fallback`
+double nearest_timed(const std::vector<double>& mean, const std::vector<int>& seen, int i, double per, double fallback) {
+  if (seen[i] > 0) return mean[i];
+  for (int d = 1; d < (int)mean.size(); d++)
+    for (int m : {i - d, i + d})
+      if (m >= 1 && m < (int)mean.size() && seen[m] > 0) return std::max(0.5 * mean[m], mean[m] + per * (i - m));
+  return fallback;
+}
 constexpr int kColdSteps = 2;  // the first steps of a request, timed like a probe's
 
 double forward_ms(const Model& model, ThreadPool& tp, Memory& mem, int n, bool snapshot = true) {
@@ -91,28 +102,16 @@ void AdaptiveDraftLength::begin(int seq) {
 
 double AdaptiveDraftLength::plain_cost(int n) const {
   n = std::clamp(n, 1, (int)plain_.size() - 1);
-  if (n_plain_at_[n] > 0) return plain_[n];
-  // the nearest n timed (below first: the extrapolation adds rows), else the start-up 1-row value
-  for (int d = 1; d < (int)plain_.size(); d++) {
-    for (int m : {n - d, n + d}) {
-      if (m < 1 || m >= (int)plain_.size() || n_plain_at_[m] == 0) continue;
-      return std::max(0.5 * plain_[m], plain_[m] + costs_.verify_row_ms * (n - m));
-    }
-  }
-  return plain_[1] + costs_.verify_row_ms * (n - 1);
+  // else the start-up 1-row value
+  return nearest_timed(plain_, n_plain_at_, n, costs_.verify_row_ms, plain_[1] + costs_.verify_row_ms * (n - 1));
 }
 
 double AdaptiveDraftLength::spec_cost(int rows) const {
   // measured where measured: a line through the steps of the last ~20 steps puts the working point off by
   // 5-10% on a small model (few row counts, one of them seen once in 16 steps), as much as drafting gains there
   rows = std::clamp(rows, 1, (int)spec_.size() - 1);
-  const double line = costs_.verify_base_ms + costs_.verify_row_ms * rows;
-  if (n_spec_at_[rows] > 0) return spec_[rows];
-  for (int d = 1; d < (int)spec_.size(); d++)  // the nearest measured one, the line's slope between
-    for (int m : {rows - d, rows + d})
-      if (m >= 1 && m < (int)spec_.size() && n_spec_at_[m] > 0)
-        return std::max(0.5 * spec_[m], spec_[m] + costs_.verify_row_ms * (rows - m));
-  return line;
+  return nearest_timed(spec_, n_spec_at_, rows, costs_.verify_row_ms,
+                       costs_.verify_base_ms + costs_.verify_row_ms * rows);
 }
 
 double AdaptiveDraftLength::expected_rate(int seq, int k, int n) const {
@@ -190,14 +189,13 @@ void AdaptiveDraftLength::observe_step(int rows, int n_seqs, double ms) {
   if (rows <= n_seqs) {  // nobody drafted: a plain step of n_seqs rows
     const int n = std::clamp(n_seqs, 1, (int)plain_.size() - 1);
     n_plain_++;
-    if (n_plain_at_[n] >= kPlainSeen) ms = std::min(ms, kOutlier * plain_[n]);
+    if (n_plain_at_[n] >= kPlainSeen) ms = cap_stall(ms, plain_[n]);
     running_mean(plain_[n], n_plain_at_[n], ms);
     if (n == 1) costs_.plain_ms = plain_[1];
     return;
   }
   if (after_idle) return;
-  const double predicted = spec_cost(rows);
-  if (predicted > 0) ms = std::min(ms, kOutlier * predicted);
+  ms = cap_stall(ms, spec_cost(rows));
   // a probe's steps follow a stretch of plain steps, and on the 12M model they cost ~10% more than a
   // drafting run's (caches), which held auto plain where n_max 1 paid: they only lower a cost measured
   // (a machine got faster), raising it is left to drafting runs
@@ -222,14 +220,14 @@ void AdaptiveDraftLength::observe_draft(int forwards, double ms, int seqs, int c
     running_mean(costs_.catch_up_row_ms, n_catch_, std::max(0.0, ms - forwards * costs_.draft_ms) / caught_up);
   if (forwards <= 0 || after_idle_) return;
   double per = ms / forwards;
-  if (n_draft_ >= kPlainSeen && costs_.draft_ms > 0) per = std::min(per, kOutlier * costs_.draft_ms);
+  if (n_draft_ >= kPlainSeen) per = cap_stall(per, costs_.draft_ms);
   running_mean(costs_.draft_ms, n_draft_, per);
 }
 
 void AdaptiveDraftLength::observe_gap(int n_seqs, double ms) {
   // at most a plain step: a longer gap is the caller doing something else (a new request, a pause)
   ms = std::clamp(ms, 0.0, plain_cost(n_seqs));
-  costs_.overhead_ms += std::max(kMeanAlpha, 1.0 / ++n_gap_) * (ms - costs_.overhead_ms);
+  running_mean(costs_.overhead_ms, n_gap_, ms);
 }
 
 }  // namespace pyllm

@@ -58,8 +58,8 @@ class MtpDrafter {
   // ([n][n_embd], after output_norm). At most one run per sequence and call.
   // defer (the decoding loop's runs): the rows wait in the sequence's backlog and are computed in the
   // first forward of its next draft (or by the next undeferred catch-up / flush_seq); a sequence that
-  // does not draft (auto at k = 0) then costs what plain decoding costs. rollback / begin cut the
-  // backlog like the memory.
+  // does not draft (auto at k = 0) costs plain decoding until then, and its rows' MTP forward once it
+  // drafts again (nothing if its request ends first). rollback / begin cut the backlog like the memory.
   // A backlog of kMaxBacklog rows is computed at once (one batch), so a sequence that does not draft
   // for long holds at most that many hidden states ([rows][n_embd] floats, 20 KiB a row at 27B).
   struct Run { int seq; const int32_t* tokens; int32_t pos0; int n; const float* h; bool defer = false; };
