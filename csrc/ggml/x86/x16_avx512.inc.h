@@ -169,25 +169,46 @@ static void x16_iq4_nl_512(int n, const void* vg, const void* vy, size_t by, int
 // 4l..4l+3 of a block) has its own accumulator vector, so a token takes 8 registers: the tokens go through the
 // whole group 2 at a time, their accumulators in registers (blocks inside tokens: the group's blocks come from
 // memory once, then from L2). Lane sums: dpbusd of the stored w + 128 with 4 broadcast activation bytes, from
-// -128 * those bytes' sum (exact; one 256-bit dpbusd per token and block gives the 8).
+// kMagicI - 128 * those bytes' sum (Q8Tok). The float of a lane sum p (|p| <= 4 * 128 * 128 < 2^22) is then
+// as_float(kMagicI + p) - kMagicF: exact like a conversion, as a subtraction that either FMA port takes.
 // Then fma(p, d * y.d, acc_l) per block and hsum8's tree at the end: each row's bits are vec_dot's. Per token
-// and block: 8 dpbusd, 8 conversions, 8 fmas, 16 broadcast loads (in cache at -t 1 on a Zen 5, K = 2048:
-// B = 1 70-87, B = 8 118-122 GMAC/s, where the GGUF rows' kernels did 36 and 69).
+// and block: 8 dpbusd, 8 subtractions, 8 fmas, 16 broadcast loads (SPR, -t 1, K = 5120, B = 8 in L2: 77-80
+// GMAC/s, 70 before Q8Tok; 27B-shaped Q8_0 pp8 -t 2 40.5-41.2 -> 43.0-43.4 t/s).
 static inline __m512 q8_0_x16_hsum8(const __m512* a) {  // hsum8's tree: ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))
   return _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[4]), _mm512_add_ps(a[2], a[6])),
                        _mm512_add_ps(_mm512_add_ps(a[1], a[5]), _mm512_add_ps(a[3], a[7])));
 }
-// one token's -128 * (sum of y's bytes 4l..4l+3), l = 0..7, for its block yb
-static inline void q8_0_x16_corr(const block_q8_0& yb, int32_t* corr) {
-  const __m256i c80 = _mm256_set1_epi8((char)0x80), z = _mm256_setzero_si256();
-  _mm256_storeu_si256((__m256i*)corr, _mm256_sub_epi32(z, _mm256_dpbusd_epi32(z, c80, _mm256_loadu_si256((const __m256i*)yb.qs))));
+constexpr int32_t kMagicI = 0x4B400000;  // 1.5 * 2^23: as_float(kMagicI + p) = kMagicF + p for |p| < 2^22
+constexpr float kMagicF = 12582912.0f;
+// A token's block as the group kernel reads it: the 8 lane sums' starting values kMagicI - 128 * (sum of y's
+// bytes 4l..4l+3) and y.d as a float, made for the whole row before the blocks (q8_0_x16_toks) so the block
+// loop takes each as one broadcast load (a load-port uop). Made inside the loop, the compiler kept them in a
+// register and extracted and broadcast each lane with two shuffle-port uops, the kernel's bottleneck at B = 8
+// in L2 (perf annotate).
+struct Q8Tok {
+  int32_t corr[8];
+  float d;
+};
+// the k tokens' Q8Tok rows, nb blocks each, in a thread's scratch: [t][b]
+static inline const Q8Tok* q8_0_x16_toks(const block_q8_0* const* y, int k, int nb) {
+  thread_local std::vector<Q8Tok> buf;
+  if (buf.size() < (size_t)k * nb) buf.resize((size_t)k * nb);
+  const __m256i c80 = _mm256_set1_epi8((char)0x80), z = _mm256_setzero_si256(), mi = _mm256_set1_epi32(kMagicI);
+  for (int t = 0; t < k; t++)
+    for (int b = 0; b < nb; b++) {
+      Q8Tok& o = buf[(size_t)t * nb + b];
+      const __m256i s = _mm256_dpbusd_epi32(z, c80, _mm256_loadu_si256((const __m256i*)y[t][b].qs));
+      _mm256_storeu_si256((__m256i*)o.corr, _mm256_sub_epi32(mi, s));
+      o.d = h2f(y[t][b].d);
+    }
+  return buf.data();
 }
 // one group block (w = its 8 lane vectors, d its row scales) against one token's block: acc[l] += lane l
-static inline void q8_0_x16_block(const __m512i* w, __m512 d, const block_q8_0& yb, const int32_t* corr, __m512* acc) {
-  const __m512 dd = _mm512_mul_ps(d, _mm512_set1_ps(h2f(yb.d)));
+static inline void q8_0_x16_block(const __m512i* w, __m512 d, const block_q8_0& yb, const Q8Tok& o, __m512* acc) {
+  const __m512 dd = _mm512_mul_ps(d, _mm512_set1_ps(o.d)), mf = _mm512_set1_ps(kMagicF);
   for (int l = 0; l < 8; l++) {
-    const __m512i p = _mm512_dpbusd_epi32(_mm512_set1_epi32(corr[l]), w[l], bcast4(yb.qs + 4 * l));
-    acc[l] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), dd, acc[l]);
+    const __m512i p = _mm512_dpbusd_epi32(_mm512_set1_epi32(o.corr[l]), w[l], bcast4(yb.qs + 4 * l));
+    acc[l] = _mm512_fmadd_ps(_mm512_sub_ps(_mm512_castsi512_ps(p), mf), dd, acc[l]);
   }
 }
 static inline void q8_0_x16_load(const block_q8_0x16& gb, __m512i* w, __m512& d) {
@@ -195,8 +216,8 @@ static inline void q8_0_x16_load(const block_q8_0x16& gb, __m512i* w, __m512& d)
   d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)gb.d));
 }
 template <int KT, int Hint>
-static inline void q8_0_x16_run(int nb, const block_q8_0x16* g, const block_q8_0* const* y, bool fetch, float* C,
-                                size_t ldc) {
+static inline void q8_0_x16_run(int nb, const block_q8_0x16* g, const block_q8_0* const* y, const Q8Tok* ot,
+                                bool fetch, float* C, size_t ldc) {
   __m512 acc[KT][8];
   for (int t = 0; t < KT; t++)
     for (int l = 0; l < 8; l++) acc[t][l] = _mm512_setzero_ps();
@@ -205,11 +226,7 @@ static inline void q8_0_x16_run(int nb, const block_q8_0x16* g, const block_q8_0
     __m512i w[8];
     __m512 d;
     q8_0_x16_load(g[b], w, d);
-    for (int t = 0; t < KT; t++) {
-      int32_t corr[8];
-      q8_0_x16_corr(y[t][b], corr);
-      q8_0_x16_block(w, d, y[t][b], corr, acc[t]);
-    }
+    for (int t = 0; t < KT; t++) q8_0_x16_block(w, d, y[t][b], ot[(size_t)t * nb + b], acc[t]);
   }
   for (int t = 0; t < KT; t++) _mm512_storeu_ps(C + t * ldc, q8_0_x16_hsum8(acc[t]));
 }
@@ -224,14 +241,13 @@ static void x16_q8_0_512_streams(int n, const void* vg, size_t gstride, const vo
   __m512 acc[G][8];
   for (int j = 0; j < G; j++)
     for (int l = 0; l < 8; l++) acc[j][l] = _mm512_setzero_ps();
+  const Q8Tok* ot = q8_0_x16_toks(&y, 1, nb);  // the token's, once for both groups
   for (int b = 0; b < nb; b++) {
-    int32_t corr[8];  // the token's, once for both groups
-    q8_0_x16_corr(y[b], corr);
     for (int j = 0; j < G; j++) {
       __m512i w[8];
       __m512 d;
       q8_0_x16_load(((const block_q8_0x16*)(g + j * gstride))[b], w, d);
-      q8_0_x16_block(w, d, y[b], corr, acc[j]);
+      q8_0_x16_block(w, d, y[b], ot[b], acc[j]);
     }
   }
   for (int j = 0; j < G; j++) _mm512_storeu_ps(C + 16 * j, q8_0_x16_hsum8(acc[j]));
@@ -240,7 +256,9 @@ template <int Hint>
 static void x16_q8_0_512(int n, const void* vg, const void* vy, size_t by, int k, float* C, size_t ldc) {
   const block_q8_0* y[kMaxRowsK];
   for (int t = 0; t < k; t++) y[t] = (const block_q8_0*)((const uint8_t*)vy + t * by);
+  const int nb = n / QK8_0;
+  const Q8Tok* ot = q8_0_x16_toks(y, k, nb);
   token_passes<2>(k, [&](auto kt, int t) {
-    q8_0_x16_run<decltype(kt)::value, Hint>(n / QK8_0, (const block_q8_0x16*)vg, y + t, t == 0, C + t * ldc, ldc);
+    q8_0_x16_run<decltype(kt)::value, Hint>(nb, (const block_q8_0x16*)vg, y + t, ot + (size_t)t * nb, t == 0, C + t * ldc, ldc);
   });
 }
