@@ -151,6 +151,7 @@ static void mm_groups_tile(const Weight& W, const QuantActs& qa, x16_tile_fn til
                            int64_t n1) {
   const int K = (int)W.ne[0];
   float c[kMaxRowsK][kGroupRows];
+  const X16ActsScope scope;  // the same rows for every group below
   for (int64_t g = n0 / kGroupRows * kGroupRows; g < n1; g += kGroupRows) {
     const uint8_t* wg = W.data + g * W.nb1;
     const int64_t a = std::max(n0, g), e = std::min(n1, g + kGroupRows);

@@ -10,6 +10,14 @@
 
 namespace pyllm {
 
+static thread_local unsigned tl_scope = 0, tl_scopes = 0;
+X16ActsScope::X16ActsScope() {
+  if (++tl_scopes == 0) ++tl_scopes;  // ids are never 0
+  tl_scope = tl_scopes;
+}
+X16ActsScope::~X16ActsScope() { tl_scope = 0; }
+unsigned x16_acts_scope() { return tl_scope; }
+
 bool interleave_supported(ggml_type t) { return t == GGML_TYPE_Q4_K || t == GGML_TYPE_IQ4_NL || t == GGML_TYPE_Q8_0; }
 
 static void check(ggml_type t, int64_t K) {

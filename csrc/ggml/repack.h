@@ -42,6 +42,17 @@ void interleave_rows(ggml_type t, const uint8_t* src, uint8_t* dst, int64_t n_ro
 // Row r (< 16) of the group at g, back in GGUF layout: row_size(t, K) bytes at out.
 void deinterleave_row(ggml_type t, const uint8_t* g, int r, int64_t K, uint8_t* out);
 
+// One thread's run of group-kernel calls over the same activation rows (a matmul chunk's groups, cpu/matmul.cpp):
+// while it is open a group kernel may keep what it derives from the rows for the next group (Q8_0: each block's
+// lane-sum starts) instead of making it again. x16_acts_scope() is the open run's id on this thread, 0 outside.
+struct X16ActsScope {
+  X16ActsScope();
+  ~X16ActsScope();
+  X16ActsScope(const X16ActsScope&) = delete;
+  X16ActsScope& operator=(const X16ActsScope&) = delete;
+};
+unsigned x16_acts_scope();
+
 // The scalar reference group kernels (type_traits::x16_tile), C[t * ldc + r] = row r . token t for r < 16,
 // t < k. Q4_K: dot_q4_K_rp's arithmetic per row. IQ4_NL: llama.cpp's for its repacked IQ4_NL (the rp
 // form of MXFP4, dot_b32_rp): per 32-block the exact integer isum, then acc = fma(isum, d * y.d, acc), block

@@ -191,23 +191,29 @@ constexpr float kMagicF = 12582912.0f;
 // bytes 4l..4l+3) and y.d as a float, made for the whole row before the blocks (q8_0_x16_toks) so the block
 // loop takes each as one broadcast load (a load-port uop). Made inside the loop, the compiler kept them in a
 // register and extracted and broadcast each lane with two shuffle-port uops, the kernel's bottleneck at B = 8
-// in L2 (perf annotate).
+// in L2 (perf annotate). Inside an X16ActsScope they are made once for all the run's groups (they were 11 % of
+// 27B-shaped Q8_0 pp8's kernel time made per group, perf).
 struct Q8Tok {
   int32_t corr[8];
   float d;
 };
-// the k tokens' Q8Tok rows, nb blocks each, in a thread's scratch: [t][b]
-static inline const Q8Tok* q8_0_x16_toks(const block_q8_0* const* y, int k, int nb) {
+// the k token rows' (vy, by bytes apart) Q8Tok rows, nb blocks each, in a thread's scratch: [t][b]
+static inline const Q8Tok* q8_0_x16_toks(const void* vy, size_t by, int k, int nb) {
   thread_local std::vector<Q8Tok> buf;
+  thread_local struct { unsigned scope; const void* vy; size_t by; int k, nb; } made = {0, nullptr, 0, 0, 0};
+  const unsigned scope = x16_acts_scope();
+  if (scope && made.scope == scope && made.vy == vy && made.by == by && made.k == k && made.nb == nb) return buf.data();
   if (buf.size() < (size_t)k * nb) buf.resize((size_t)k * nb);
   const __m256i c80 = _mm256_set1_epi8((char)0x80), z = _mm256_setzero_si256(), mi = _mm256_set1_epi32(kMagicI);
   for (int t = 0; t < k; t++)
     for (int b = 0; b < nb; b++) {
+      const block_q8_0& yb = ((const block_q8_0*)((const uint8_t*)vy + t * by))[b];
       Q8Tok& o = buf[(size_t)t * nb + b];
-      const __m256i s = _mm256_dpbusd_epi32(z, c80, _mm256_loadu_si256((const __m256i*)y[t][b].qs));
+      const __m256i s = _mm256_dpbusd_epi32(z, c80, _mm256_loadu_si256((const __m256i*)yb.qs));
       _mm256_storeu_si256((__m256i*)o.corr, _mm256_sub_epi32(mi, s));
-      o.d = h2f(y[t][b].d);
+      o.d = h2f(yb.d);
     }
+  made = {scope, vy, by, k, nb};
   return buf.data();
 }
 // one group block (w = its 8 lane vectors, d its row scales) against one token's block: acc[l] += lane l
@@ -256,7 +262,7 @@ static void x16_q8_0_512_streams(int n, const void* vg, size_t gstride, const vo
   __m512 acc[G][8];
   for (int j = 0; j < G; j++)
     for (int l = 0; l < 8; l++) acc[j][l] = _mm512_setzero_ps();
-  const Q8Tok* ot = q8_0_x16_toks(&y, 1, nb);  // the token's, once for both groups
+  const Q8Tok* ot = q8_0_x16_toks(vy, 0, 1, nb);  // the token's, once for both groups
   for (int b = 0; b < nb; b++) {
     for (int j = 0; j < G; j++) {
       __m512i w[8];
@@ -272,7 +278,7 @@ static void x16_q8_0_512(int n, const void* vg, const void* vy, size_t by, int k
   const block_q8_0* y[kMaxRowsK];
   for (int t = 0; t < k; t++) y[t] = (const block_q8_0*)((const uint8_t*)vy + t * by);
   const int nb = n / QK8_0;
-  const Q8Tok* ot = q8_0_x16_toks(y, k, nb);
+  const Q8Tok* ot = q8_0_x16_toks(vy, by, k, nb);
   token_passes<2>(k, [&](auto kt, int t) {
     q8_0_x16_run<decltype(kt)::value, Hint>(nb, (const block_q8_0x16*)vg, y + t, ot + (size_t)t * nb, t == 0, t == 0 && k >= 2,
                                             C + t * ldc, ldc);
