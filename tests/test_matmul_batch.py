@@ -268,6 +268,25 @@ def test_grouped_q8_0_equals_rows(level):
         assert_grouped_gives(level, t, w, n_rows, x, want)
 
 
+@pytest.mark.parametrize("level", [lv for lv in LEVELS if lv in ("avx512", "amx")])
+def test_grouped_q8_0_keeps_nothing_across_matmuls(level):
+    """The Q8_0 group kernel keeps each activation block's lane-sum starts for the groups of one matmul chunk
+    (X16ActsScope): a second matmul whose rows sit in the same buffer (the matmul's own quantized activations)
+    with other values must not meet the first one's."""
+    rng = np.random.default_rng(53)
+    t = QT.Q8_0
+    w = weights(t, 64, 1024, rng)
+    xs = [rng.standard_normal((8, 1024)).astype(np.float32) for _ in range(3)]
+    c.set_simd_level("avx2")
+    want = [np.concatenate([c.matmul(int(t), w, 64, x[b:b + 1]) for b in range(8)]) for x in xs]
+    c.set_simd_level(level)
+    for b in (3, 8):
+        for nt in (1, 2):
+            for x, wx in zip(xs, want):
+                got = c.matmul(int(t), w, 64, x[:b], nt, grouped=True)
+                assert np.array_equal(bits(got), bits(wx[:b])), f"{level} B={b} threads={nt}"
+
+
 @pytest.mark.parametrize("level", LEVELS)
 def test_grouped_iq4_nl_equals_reference(level):
     """IQ4_NL in 16-row groups has llama.cpp's repacked-IQ4_NL arithmetic (one exact integer per 32-block, then
