@@ -386,3 +386,47 @@ def test_lowbit_dequantize_decodes_our_quantizer(t):
     q = c.quantize(int(t), rng.standard_normal(n).astype(np.float32))
     ref = gq.dequantize(q, t).reshape(-1).astype(np.float32)
     assert np.array_equal(bits(c.dequantize(int(t), q, n)), bits(ref)), t.name
+
+
+def ggml_avx512_dot(x: np.ndarray, y: np.ndarray, f16: bool) -> np.float32:
+    """ggml_vec_dot_f32 / _f16 in the lanes and order of ggml's AVX-512 build (vec_dot_ggml.h): 4 x 16 float32
+    accumulators over blocks of 64 with fma, (a0 + a2) + (a1 + a3), _mm512_reduce_add_ps's tree, then the
+    tail. Inputs are f16 values, so each product is exact in float64 and, at these magnitudes, so is
+    product + accumulator: rounding that once to float32 is the fma."""
+    f32 = np.float32
+    n = len(x)
+    np_ = n & ~63
+    xd, yd = x.astype(np.float64), y.astype(np.float64)
+    acc = np.zeros((4, 16), f32)
+    for i in range(0, np_, 64):
+        acc = (xd[i:i + 64].reshape(4, 16) * yd[i:i + 64].reshape(4, 16) + acc.astype(np.float64)).astype(f32)
+    a = (acc[0] + acc[2]) + (acc[1] + acc[3])
+    t = a[8:] + a[:8]
+    u = t[4:] + t[:4]
+    s = f32((u[0] + u[2]) + (u[1] + u[3]))
+    if f16:  # ggml_float (double) tail of float products
+        d = float(s)
+        for i in range(np_, n):
+            d += float(f32(x[i]) * f32(y[i]))
+        return f32(d)
+    for i in range(np_, n):
+        s = f32(xd[i] * yd[i] + float(s))
+    return s
+
+
+@pytest.mark.parametrize("t", [QT.F32, QT.F16], ids=lambda t: t.name)
+def test_float_vec_dot_is_ggml_avx512_order(t):
+    """The F32 / F16 dot gives the bits of ggml's AVX-512 order on every CPU: AVX-512, AVX2 (two 8-lane halves
+    per accumulator) and the scalar emulation alike (attention, delta-net and matmul rely on it for the
+    fixtures' bits)."""
+    rng = np.random.default_rng(5)
+    for n in (64, 256, 320, 1000, 5120):
+        x = rng.uniform(-1, 1, n).astype(np.float16)
+        y = rng.uniform(-1, 1, n).astype(np.float16)
+        w = x.astype(np.float32).view(np.uint8) if t == QT.F32 else x.view(np.uint8)
+        want = ggml_avx512_dot(x.astype(np.float32), y.astype(np.float32), t == QT.F16)
+        for lv in LEVELS:
+            c.set_simd_level(lv)
+            got = np.float32(c.vec_dot(int(t), w, y.astype(np.float32)))
+            assert bits(np.array([got])) == bits(np.array([want])), f"{t.name}@{lv} n={n}: {got!r} vs {want!r}"
+    c.set_simd_level("auto")

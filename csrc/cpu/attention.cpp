@@ -59,6 +59,13 @@ static const bool kHasAvx512F =
 #else
     false;
 #endif
+// AVX2 machines: the same f32 numerics, 8 lanes at a time (elementwise, so the same bits)
+static const bool kHasAvx2 =
+#if defined(__x86_64__)
+    __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
+#else
+    false;
+#endif
 // The half-precision variant matches an upstream build compiled with AVX512-FP16 (-march=native on
 // Sapphire Rapids). The reference we match (shared/fixtures, and upstream built without AMX/FP16,
 // which is what runs on these machines: the native build dies in its AMX kernels) accumulates in
@@ -132,6 +139,25 @@ __attribute__((target("avx512f,f16c,fma"))) static void fa_mad_f_avx512(uint16_t
   }
   fa_mad_f(y + i, x + i, v, n - i);
 }
+__attribute__((target("avx2,f16c,fma"))) static void fa_scale_f_avx2(uint16_t* y, float v, int n) {
+  const __m256 vv = _mm256_set1_ps(v);
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 a = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(y + i)));
+    _mm_storeu_si128((__m128i*)(y + i), _mm256_cvtps_ph(_mm256_mul_ps(a, vv), _MM_FROUND_TO_NEAREST_INT));
+  }
+  fa_scale_f(y + i, v, n - i);
+}
+__attribute__((target("avx2,f16c,fma"))) static void fa_mad_f_avx2(uint16_t* y, const uint16_t* x, float v, int n) {
+  const __m256 vv = _mm256_set1_ps(v);
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 a = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(y + i)));
+    const __m256 b = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(x + i)));
+    _mm_storeu_si128((__m128i*)(y + i), _mm256_cvtps_ph(_mm256_fmadd_ps(b, vv, a), _MM_FROUND_TO_NEAREST_INT));
+  }
+  fa_mad_f(y + i, x + i, v, n - i);
+}
 #endif
 
 // ggml_vec_scale_f16
@@ -140,6 +166,7 @@ static inline void fa_scale(uint16_t* y, float v, int n) {
 #if defined(__x86_64__)
   if (nh) fa_scale_h_hw(y, v, nh);
   if (kHasAvx512F) { fa_scale_f_avx512(y + nh, v, n - nh); return; }
+  if (kHasAvx2) { fa_scale_f_avx2(y + nh, v, n - nh); return; }
 #endif
   fa_scale_f(y + nh, v, n - nh);
 }
@@ -149,13 +176,15 @@ static inline void fa_mad(uint16_t* y, const uint16_t* x, float v, int n) {
 #if defined(__x86_64__)
   if (nh) fa_mad_h_hw(y, x, v, nh);
   if (kHasAvx512F) { fa_mad_f_avx512(y + nh, x + nh, v, n - nh); return; }
+  if (kHasAvx2) { fa_mad_f_avx2(y + nh, x + nh, v, n - nh); return; }
 #endif
   fa_mad_f(y + nh, x + nh, v, n - nh);
 }
 
-// One (row, head): the key loop of ggml's one_chunk kernel. Compiled three times so that the
-// helpers inline (AVX512-FP16, AVX-512 f32, portable); all three give the same bits as ggml's
-// build for the matching CPU (see fa_scale / fa_mad for which elements use half precision).
+// One (row, head): the key loop of ggml's one_chunk kernel. Compiled four times so that the
+// helpers inline (AVX512-FP16, AVX-512 f32, AVX2 f32, portable); they give the same bits as ggml's
+// build for the matching CPU (see fa_scale / fa_mad for which elements use half precision), the AVX2
+// and portable ones those of ggml's AVX-512 f32 build (ggml's own AVX2 build sums in other lanes).
 struct FaRow {
   const uint16_t* k;  // key row of position lo (this kv head), rows kstride apart
   const uint16_t* v;
@@ -199,6 +228,9 @@ __attribute__((target("avx512fp16,avx512vl,avx512bw,avx512f,f16c,fma"))) static 
 __attribute__((target("avx512f,f16c,fma"))) static float fa_row_avx512(const FaRow& a) {
   FA_ROW_BODY(ggml_dot_f16_avx512, fa_scale_h, fa_mad_h, fa_scale_f_avx512, fa_mad_f_avx512, 0)
 }
+__attribute__((target("avx2,f16c,fma"))) static float fa_row_avx2(const FaRow& a) {
+  FA_ROW_BODY(ggml_dot_f16_avx2, fa_scale_h, fa_mad_h, fa_scale_f_avx2, fa_mad_f_avx2, 0)
+}
 #undef FMAF
 #endif
 #define FMAF(a, b, c) std::fma(a, b, c)
@@ -216,6 +248,7 @@ static float fa_row(const FaRow& a) {
 #if defined(__x86_64__)
   if (kHasAvx512FP16) return fa_row_fp16(a);
   if (kHasAvx512F) return fa_row_avx512(a);
+  if (kHasAvx2) return fa_row_avx2(a);
 #endif
   return fa_row_scalar(a);
 }

@@ -92,7 +92,42 @@ __attribute__((target("avx512f,fma"))) static void gdn_rows_avx512_reg(const flo
     o[j] = _mm512_reduce_add_ps(aq[0]) * scale;
   }
 }
+// gdn_rows_avx512 on AVX2 machines: each 16-lane accumulator as two 8-lane halves and the same tree
+// (vec_dot_ggml.h), so the bits equal the AVX-512 kernels'; the unfused fallback below calls out per
+// row (scale_copy, ggml_dot_f32, ggml_mad_f32) and streams the state three times.
+__attribute__((target("avx2,f16c,fma"))) static void gdn_rows_avx2(const float* Min, float* M, const float* k, const float* q,
+                                                                    const float* v, float decay, float beta, float scale,
+                                                                    float* o, int dk, int dv) {
+  const __m256 vd = _mm256_set1_ps(decay);
+  for (int j = 0; j < dv; j++) {
+    const float* mi = Min + (int64_t)j * dk;
+    float* mo = M + (int64_t)j * dk;
+    __m256 lo[4], hi[4];
+    for (int t = 0; t < 4; t++) lo[t] = hi[t] = _mm256_setzero_ps();
+    for (int i = 0; i < dk; i += 64)
+      for (int t = 0; t < 4; t++) {
+        const int c = i + 16 * t;
+        const __m256 m0 = _mm256_mul_ps(_mm256_loadu_ps(mi + c), vd), m1 = _mm256_mul_ps(_mm256_loadu_ps(mi + c + 8), vd);
+        _mm256_storeu_ps(mo + c, m0); _mm256_storeu_ps(mo + c + 8, m1);
+        lo[t] = _mm256_fmadd_ps(m0, _mm256_loadu_ps(k + c), lo[t]);
+        hi[t] = _mm256_fmadd_ps(m1, _mm256_loadu_ps(k + c + 8), hi[t]);
+      }
+    const __m256 vdelta = _mm256_set1_ps((v[j] - tree_reduce16_avx2(lo, hi)) * beta);
+    for (int t = 0; t < 4; t++) lo[t] = hi[t] = _mm256_setzero_ps();
+    for (int i = 0; i < dk; i += 64)
+      for (int t = 0; t < 4; t++) {
+        const int c = i + 16 * t;
+        const __m256 m0 = _mm256_fmadd_ps(_mm256_loadu_ps(k + c), vdelta, _mm256_loadu_ps(mo + c));
+        const __m256 m1 = _mm256_fmadd_ps(_mm256_loadu_ps(k + c + 8), vdelta, _mm256_loadu_ps(mo + c + 8));
+        _mm256_storeu_ps(mo + c, m0); _mm256_storeu_ps(mo + c + 8, m1);
+        lo[t] = _mm256_fmadd_ps(m0, _mm256_loadu_ps(q + c), lo[t]);
+        hi[t] = _mm256_fmadd_ps(m1, _mm256_loadu_ps(q + c + 8), hi[t]);
+      }
+    o[j] = tree_reduce16_avx2(lo, hi) * scale;
+  }
+}
 static const bool kGdnAvx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
+static const bool kGdnAvx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
 #endif
 
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
@@ -144,6 +179,8 @@ void gated_delta_net(ThreadPool& tp, Memory& mem, int il, int seq, bool snap, in
           else gdn_rows_avx512_reg<128>(Min, M, kn.data(), qn.data(), v, decay, beta, scale, o.data(), p.dv);
         } else if (kGdnAvx512 && p.dk % 64 == 0) {
           gdn_rows_avx512(Min, M, kn.data(), qn.data(), v, decay, beta, scale, o.data(), p.dk, p.dv);
+        } else if (kGdnAvx2 && p.dk % 64 == 0) {
+          gdn_rows_avx2(Min, M, kn.data(), qn.data(), v, decay, beta, scale, o.data(), p.dk, p.dv);
         } else
 #endif
         {

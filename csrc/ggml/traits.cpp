@@ -52,17 +52,20 @@ static inline float cv_f16(uint16_t v) { return fp16_to_fp32(v); }
 
 #if defined(PYLLM_X86)
 static const bool kDotAvx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
+static const bool kDotAvx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
 #endif
 
 float ggml_dot_f32(const float* x, const float* y, int n) {
 #if defined(PYLLM_X86)
   if (kDotAvx512) return ggml_dot_f32_avx512(x, y, n);
+  if (kDotAvx2) return ggml_dot_f32_avx2(x, y, n);
 #endif
   return ggml_dot_scalar<float, cv_f32>(x, y, n, false);
 }
 float ggml_dot_f16(const uint16_t* x, const uint16_t* y, int n) {
 #if defined(PYLLM_X86)
   if (kDotAvx512) return ggml_dot_f16_avx512(x, y, n);
+  if (kDotAvx2) return ggml_dot_f16_avx2(x, y, n);
 #endif
   return ggml_dot_scalar<uint16_t, cv_f16>(x, y, n, true);
 }
@@ -74,10 +77,17 @@ __attribute__((target("avx512f,fma"))) static void ggml_mad_f32_avx512(float* y,
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_fmadd_ps(_mm512_loadu_ps(x + i), vv, _mm512_loadu_ps(y + i)));
   for (; i < n; i++) y[i] = std::fma(x[i], v, y[i]);
 }
+__attribute__((target("avx2,fma"))) static void ggml_mad_f32_avx2(float* y, const float* x, float v, int n) {
+  const __m256 vv = _mm256_set1_ps(v);
+  int i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(_mm256_loadu_ps(x + i), vv, _mm256_loadu_ps(y + i)));
+  for (; i < n; i++) y[i] = __builtin_fmaf(x[i], v, y[i]);
+}
 #endif
 void ggml_mad_f32(float* y, const float* x, float v, int n) {
 #if defined(PYLLM_X86)
   if (kDotAvx512) { ggml_mad_f32_avx512(y, x, v, n); return; }
+  if (kDotAvx2) { ggml_mad_f32_avx2(y, x, v, n); return; }
 #endif
   for (int i = 0; i < n; i++) y[i] = std::fma(x[i], v, y[i]);
 }
