@@ -392,7 +392,7 @@ PYLLM_KERNEL_FAMILY(K_q3_K, (dot_q3_K<NR>(n, s, x, y, by)));
 PYLLM_KERNEL_FAMILY(K_mxfp4, (dot_mxfp4<NR>(n, s, x, y, by)));
 template <class W> PYLLM_KERNEL_FAMILY(K_b32_rp, (dot_b32_rp<W, NR>(n, s, x, y, by)));
 
-// `q2k_repack`: llama.cpp repacks Q2_K only in AVX-512 builds, MXFP4 from AVX2 on.
+// `q2k_repack`: Q2_K in the order of llama.cpp's repacked kernels (its AVX-512 builds repack Q2_K, MXFP4 from AVX2 on).
 static void install_lowbit_kernels(type_traits* t, bool q2k_repack) {
   auto put = [&](ggml_type id, vec_dot_fn f, vec_dot_k_fn fk) { t[id].vec_dot = f; t[id].vec_dot_k = fk; };
 #define PYLLM_PUT(ID, ...) put(ID, vd1<__VA_ARGS__>, vdk<__VA_ARGS__>)
