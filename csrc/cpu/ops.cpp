@@ -142,11 +142,53 @@ PYLLM_AVX512_TGT static int silu_avx512(const float* x, const float* g, float* y
 }
 static const bool kSiluAvx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
                                 __builtin_cpu_supports("fma");
+// The same on AVX2 machines, 8 lanes at a time: the same fmas per lane, and scalef(j, n) as j * 2^n, one
+// correctly rounded multiply as scalef and ldexp are, while every |n| <= 126 (2^n a normal float); a vector
+// with a lane past that (|x| > ~87) takes v_expf_1 per lane. Without it the emulation's fmaf and ldexp were
+// libm calls: a quarter of the 12M model's prompt time on a Zen 2.
+#define PYLLM_AVX2_TGT __attribute__((target("avx2,fma")))
+PYLLM_AVX2_TGT static inline __m256 v_expf_8(__m256 x) {
+  const __m256 r = _mm256_set1_ps(0x1.8p23f);
+  const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
+  const __m256 n = _mm256_sub_ps(z, r);
+  const __m256 big = _mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), n), _mm256_set1_ps(126), _CMP_GT_OQ);
+  if (_mm256_movemask_ps(big)) {
+    alignas(32) float t[8];
+    _mm256_store_ps(t, x);
+    for (int l = 0; l < 8; l++) t[l] = v_expf_1(t[l]);
+    return _mm256_load_ps(t);
+  }
+  const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f), _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+  const __m256 u = _mm256_mul_ps(b, b);
+  const __m256 j = _mm256_fmadd_ps(
+      _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
+                      _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
+      u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0F)));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(j, _mm256_castsi256_ps(e));
+}
+PYLLM_AVX2_TGT static void expf16_avx2(float* t) {
+  _mm256_storeu_ps(t, v_expf_8(_mm256_loadu_ps(t)));
+  _mm256_storeu_ps(t + 8, v_expf_8(_mm256_loadu_ps(t + 8)));
+}
+PYLLM_AVX2_TGT static int silu_avx2(const float* x, const float* g, float* y, int n) {
+  int i = 0;
+  for (; i + 15 < n; i += 16)  // ggml's blocks of 16 (the tail is silu_f32's), in halves: elementwise, same bits
+    for (int o = i; o < i + 16; o += 8) {
+      const __m256 v = _mm256_loadu_ps(x + o);
+      __m256 s = _mm256_div_ps(v, _mm256_add_ps(_mm256_set1_ps(1), v_expf_8(_mm256_sub_ps(_mm256_setzero_ps(), v))));
+      if (g) s = _mm256_mul_ps(s, _mm256_loadu_ps(g + o));
+      _mm256_storeu_ps(y + o, s);
+    }
+  return i;
+}
+static const bool kSiluAvx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #endif
 
 static void silu_free_expf16(float* t) {
 #if defined(__x86_64__)
   if (kSiluAvx512) { expf16_avx512(t); return; }
+  if (kSiluAvx2) { expf16_avx2(t); return; }
 #endif
   for (int l = 0; l < 16; l++) t[l] = v_expf_1(t[l]);
 }
@@ -155,6 +197,7 @@ static void silu_impl(const float* x, const float* g, float* y, int n) {
   int i = 0;
 #if defined(__x86_64__)
   if (kSiluAvx512) i = silu_avx512(x, g, y, n);
+  else if (kSiluAvx2) i = silu_avx2(x, g, y, n);
 #endif
   for (; i + 15 < n; i += 16)
     for (int l = 0; l < 16; l++) y[i + l] = g ? v_silu_1(x[i + l]) * g[i + l] : v_silu_1(x[i + l]);
