@@ -248,10 +248,32 @@ static void dot_q45_K(int n, float* s, const void* vx, const void* vy, size_t by
 // ggml's gemv (rows that are not in a complete group of 4 of the batch, i.e. every decode step);
 // its gemm (groups of 4 prompt rows) does one fma per 64 elements instead, so upstream itself is
 // not batch invariant here. We keep the gemv order for every row.
+// One activation row's integers for a decoded super-block: isum's 8 lanes (sum over j of scale_j * (w_j . y_j))
+// and the 4 lanes of mins . bsums; exact, so any later order of adding them gives the same totals.
+static inline void q4k_rp_ints(const __m256i* wq, const __m256i* scv, __m128i mins16, const block_q8_K* y, __m256i& isum,
+                               __m128i& imins) {
+  isum = _mm256_setzero_si256();
+  for (int j = 0; j < 8; j++)
+    isum = madd16_acc(isum, _mm256_maddubs_epi16(wq[j], _mm256_loadu_si256((const __m256i*)(y->qs + 32 * j))), scv[j]);
+  const __m256i bs = _mm256_loadu_si256((const __m256i*)y->bsums);
+  imins = _mm_madd_epi16(mins16, _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1)));
+}
+static inline __m128i rowsum4_i32x8(const __m256i* z) {  // lane r = the sum of z[r]'s 8 lanes
+  const __m256i c = _mm256_hadd_epi32(_mm256_hadd_epi32(z[0], z[1]), _mm256_hadd_epi32(z[2], z[3]));
+  return _mm_add_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
+}
+static inline __m128i rowsum4_i32x4(const __m128i* g) {  // lane r = the sum of g[r]'s 4 lanes
+  return _mm_hadd_epi32(_mm_hadd_epi32(g[0], g[1]), _mm_hadd_epi32(g[2], g[3]));
+}
+// Activation rows in groups of 4 share one reduction tree and do their fmas as the 4 lanes of one vector
+// (lane q: row q's scalar fma, the same bits); the rows after the last group go one by one.
 template <int NR>
 static void dot_q4_K_rp(int n, float* s, const void* vx, const void* vy, size_t by) {
-  float acc[NR], accm[NR];
-  for (int r = 0; r < NR; r++) { acc[r] = 0.f; accm[r] = 0.f; }
+  constexpr int NG = NR / 4, N1 = NR - 4 * NG;
+  __m128 acc4[NG + 1], accm4[NG + 1];
+  float acc[N1 + 1], accm[N1 + 1];
+  for (int g = 0; g <= NG; g++) { acc4[g] = _mm_setzero_ps(); accm4[g] = _mm_setzero_ps(); }
+  for (int r = 0; r <= N1; r++) { acc[r] = 0.f; accm[r] = 0.f; }
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   for (int i = 0; i < n / QK_K; i++) {
     const block_q4_K& b = ((const block_q4_K*)vx)[i];
@@ -268,14 +290,24 @@ static void dot_q4_K_rp(int n, float* s, const void* vx, const void* vy, size_t 
     }
     const __m128i mins16 = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
     const float d = h2f(b.d), dmin = h2f(b.dmin);
-    for (int r = 0; r < NR; r++) {
-      const block_q8_K* y = (const block_q8_K*)row(vy, by, r) + i;
-      __m256i isum = _mm256_setzero_si256();
-      for (int j = 0; j < 8; j++)
-        isum = madd16_acc(isum, _mm256_maddubs_epi16(wq[j], _mm256_loadu_si256((const __m256i*)(y->qs + 32 * j))), scv[j]);
-      const __m256i bs = _mm256_loadu_si256((const __m256i*)y->bsums);
-      const __m128i q8s = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-      const __m128i pr = _mm_madd_epi16(mins16, q8s);
+    for (int g = 0; g < NG; g++) {
+      __m256i z[4];
+      __m128i mn[4];
+      alignas(16) float yd[4];
+      for (int q = 0; q < 4; q++) {
+        const block_q8_K* y = (const block_q8_K*)row(vy, by, 4 * g + q) + i;
+        q4k_rp_ints(wq, scv, mins16, y, z[q], mn[q]);
+        yd[q] = y->d;
+      }
+      const __m128 ydv = _mm_load_ps(yd);
+      acc4[g] = _mm_fmadd_ps(_mm_cvtepi32_ps(rowsum4_i32x8(z)), _mm_mul_ps(_mm_set1_ps(d), ydv), acc4[g]);
+      accm4[g] = _mm_fmadd_ps(_mm_cvtepi32_ps(rowsum4_i32x4(mn)), _mm_mul_ps(_mm_set1_ps(dmin), ydv), accm4[g]);
+    }
+    for (int r = 0; r < N1; r++) {
+      const block_q8_K* y = (const block_q8_K*)row(vy, by, 4 * NG + r) + i;
+      __m256i isum;
+      __m128i pr;
+      q4k_rp_ints(wq, scv, mins16, y, isum, pr);
       __m128i hm = _mm_add_epi32(pr, _mm_shuffle_epi32(pr, _MM_SHUFFLE(1, 0, 3, 2)));
       hm = _mm_add_epi32(hm, _mm_shuffle_epi32(hm, _MM_SHUFFLE(2, 3, 0, 1)));
       const int imin = _mm_cvtsi128_si32(hm);
@@ -284,7 +316,8 @@ static void dot_q4_K_rp(int n, float* s, const void* vx, const void* vy, size_t 
       accm[r] = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss((float)imin), _mm_set_ss(dmin * y->d), _mm_set_ss(accm[r])));
     }
   }
-  for (int r = 0; r < NR; r++) s[r] = acc[r] - accm[r];
+  for (int g = 0; g < NG; g++) _mm_storeu_ps(s + 4 * g, _mm_sub_ps(acc4[g], accm4[g]));
+  for (int r = 0; r < N1; r++) s[4 * NG + r] = acc[r] - accm[r];
 }
 
 // Decode of repacked Q4_K, NR <= kMaxWeightRows weight rows against one activation row (vec_dot_rp_rows, the
@@ -292,10 +325,6 @@ static void dot_q4_K_rp(int n, float* s, const void* vx, const void* vy, size_t 
 // rows' totals come out of one hadd tree, and float lane r does row r's fma(is, d * y.d, acc),
 // fma(imin, dmin * y.d, accm), acc - accm, so each row's bits are vec_dot_rp's; y's loads and bsums are shared
 // by the rows and 4 chains are in flight (one call per row spent a fifth of its time in reductions).
-static inline __m128i rowsum4_i32x8(const __m256i* z) {  // lane r = the sum of z[r]'s 8 lanes
-  const __m256i c = _mm256_hadd_epi32(_mm256_hadd_epi32(z[0], z[1]), _mm256_hadd_epi32(z[2], z[3]));
-  return _mm_add_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
-}
 // Each row's block i prefetches block i of the row NR further on (the next call's): on a Zen 2 the weight
 // loads were a quarter of the kernel's samples without it, and 27B-shaped Q4_K tg32 went 4.9 -> 6.9-7.4 t/s
 // at -t 1 and 8.1-9.3 -> 10.6-11.5 at -t 2.
@@ -329,10 +358,9 @@ static void gemv_q4_K_rp_256(int n, float* s, const void* vx, size_t bx, const v
       g[r] = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(sm, 8)), q8s);
       d[r] = h2f(b.d); dmin[r] = h2f(b.dmin);
     }
-    const __m128i imin = _mm_hadd_epi32(_mm_hadd_epi32(g[0], g[1]), _mm_hadd_epi32(g[2], g[3]));
     const __m128 yd = _mm_set1_ps(y[i].d);
     acc = _mm_fmadd_ps(_mm_cvtepi32_ps(rowsum4_i32x8(z)), _mm_mul_ps(_mm_load_ps(d), yd), acc);
-    accm = _mm_fmadd_ps(_mm_cvtepi32_ps(imin), _mm_mul_ps(_mm_load_ps(dmin), yd), accm);
+    accm = _mm_fmadd_ps(_mm_cvtepi32_ps(rowsum4_i32x4(g)), _mm_mul_ps(_mm_load_ps(dmin), yd), accm);
   }
   alignas(16) float o[4];
   _mm_store_ps(o, _mm_sub_ps(acc, accm));
