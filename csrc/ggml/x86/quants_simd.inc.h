@@ -311,9 +311,7 @@ static void dot_q4_K_rp(int n, float* s, const void* vx, const void* vy, size_t 
       __m256i isum;
       __m128i pr;
       q4k_rp_ints(wq, scv, mins16, y, isum, pr);
-      __m128i hm = _mm_add_epi32(pr, _mm_shuffle_epi32(pr, _MM_SHUFFLE(1, 0, 3, 2)));
-      hm = _mm_add_epi32(hm, _mm_shuffle_epi32(hm, _MM_SHUFFLE(2, 3, 0, 1)));
-      const int imin = _mm_cvtsi128_si32(hm);
+      const int imin = hsum4i(pr);
       const int is = hsum8i(isum);
       acc[r] = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss((float)is), _mm_set_ss(d * y->d), _mm_set_ss(acc[r])));
       accm[r] = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss((float)imin), _mm_set_ss(dmin * y->d), _mm_set_ss(accm[r])));
