@@ -35,6 +35,8 @@ def test_tiles_present_where_expected(level):
         have = {t for t in TYPES if c.type_traits(int(t))[key]}
         if level == "amx" or (level == "avx512" and key != "has_dec_tile"):
             assert (TILE_REQUIRED_AVX512 if key in ("has_gemm_tile", "has_vec_dot_rows") else DEC_REQUIRED_AVX512) <= have, key
+        elif level == "avx2" and key == "has_gemm_tile":
+            assert have == TILE_REQUIRED_AVX512, key  # the 32-block tiles (gemm_avx2.inc.h)
         else:
             assert not have, key  # none below AVX-512 (AMX) yet: they would need their own bit-identity test here
 

@@ -1,6 +1,8 @@
 // AVX2 + FMA + F16C kernels (the shared quantized bodies are in quants_simd.inc.h).
 #include <immintrin.h>
 
+#include <type_traits>
+
 #include "ggml/fp16.h"
 
 namespace pyllm {
@@ -19,6 +21,8 @@ static inline __m256i madd16_acc(__m256i acc, __m256i a, __m256i b) { return _mm
 
 namespace pyllm {
 namespace x86_avx2 {
+
+#include "ggml/x86/gemm_avx2.inc.h"
 
 static void vd_f32(int n, float* s, const void* vx, const void* vy) {
   const float* x = (const float*)vx; const float* y = (const float*)vy;
@@ -73,6 +77,7 @@ void quants_override_avx2(type_traits* t) {
   // machine gives the AVX-512 machines' bits (and llama.cpp's fixtures, made on one): with the plain order the
   // IQ1_M / Q2_K / IQ1_S files were 0.065-0.095 nats off them on a Zen 2
   install_lowbit_kernels(t, true);
+  install_gemm_tiles(t);
   // F32/F16 keep the table's ggml_vec_dot_f32/_f16 (vec_dot_ggml.h): same bits at every level
   t[GGML_TYPE_BF16].vec_dot = vd_bf16;
 }
