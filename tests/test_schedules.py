@@ -1,7 +1,7 @@
 """Kernel schedules that are an implementation choice give the same bits, end to end: the same logits, bit for bit,
 for a long prompt in one batch (every row), for single-token decoding and for two sequences stepped together.
-- attention: the many-query schedule (csrc/cpu/attention_tiles.cpp) vs the per-row kernel (PYLLM_FA_ROWS=1); gemma3
-  runs past its 512-token sliding window;
+- attention: the many-query schedule (csrc/cpu/attention_tiles.cpp; its AVX2 half with PYLLM_FA_TILES=avx2) vs the
+  per-row kernel (PYLLM_FA_ROWS=1); gemma3 runs past its 512-token sliding window;
 - the AMX prefill kernels (Q4_K, Q2_K; dense and the MoE experts' routed rows) vs the AVX-512 ones (PYLLM_AMX=0)."""
 import os
 import subprocess
@@ -36,6 +36,13 @@ def _same(key, n, env_a, env_b, tmp_path, what):
 @pytest.mark.parametrize("key", list(FA_CASES))
 def test_attention_tiles_equal_rows(key, tmp_path):
     _same(key, FA_CASES[key], {"PYLLM_FA_ROWS": "1"}, {"PYLLM_FA_ROWS": "0"}, tmp_path, "attention schedules")
+
+
+@pytest.mark.skipif(not _core.simd_level_supported("avx512"), reason="AVX2 machines run the AVX2 tiles in the test above")
+@pytest.mark.parametrize("key", list(FA_CASES))
+def test_attention_avx2_tiles_equal_rows(key, tmp_path):
+    """The AVX2 half of the tiles (8-lane halves of the AVX-512 lanes) on an AVX-512 machine"""
+    _same(key, FA_CASES[key], {"PYLLM_FA_ROWS": "1"}, {"PYLLM_FA_ROWS": "0", "PYLLM_FA_TILES": "avx2"}, tmp_path, "attention schedules")
 
 
 @pytest.mark.skipif(not _core.amx_available(), reason="no AMX-INT8 here (CPU, or the OS does not grant the tile state)")

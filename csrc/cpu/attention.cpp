@@ -242,7 +242,7 @@ static float fa_row_scalar(const FaRow& a) {
 
 // The many-query schedule (attention_tiles.cpp) reproduces fa_row_avx512; PYLLM_FA_ROWS=1 keeps the
 // per-row loop (the tests compare the two).
-static const bool kFaTiles = kHasAvx512F && !kHasAvx512FP16 && !env_on("PYLLM_FA_ROWS");
+static const bool kFaTiles = (kHasAvx512F || kHasAvx2) && !kHasAvx512FP16 && !env_on("PYLLM_FA_ROWS");
 
 static float fa_row(const FaRow& a) {
 #if defined(__x86_64__)

@@ -11,17 +11,23 @@
 // row side by side). The key order, every
 // operation and every rounding are the same, so a row's bits still depend on nothing but its own keys:
 // decode, prefill, verification and any thread count agree, and agree with fa_row_avx512
-// (tests/test_attention.py runs both).
+// (tests/test_schedules.py runs both).
+// AVX2 machines run the same schedule on 8-lane halves (`Wide` = false): each 16-lane accumulator of the
+// AVX-512 kernel is a pair of ymm (lanes 0-7, 8-15), reduced by _mm512_reduce_add_ps's tree, as
+// fa_row_avx2 does; the f16 accumulators take their conversions 8 at a time (element-wise: the same
+// roundings). PYLLM_FA_TILES=avx2 runs that half on an AVX-512 machine too (the tests use it).
 #include "cpu/attention_tiles.h"
 
 #include <algorithm>
 #include <atomic>
 #include <climits>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "ggml/fp16.h"
+#include "ggml/vec_dot_ggml.h"
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -103,8 +109,32 @@ static void scores(const float* kt, int ldk, const float* qf, int Dk, int nk, fl
   }
 }
 
-__attribute__((target("avx512f,f16c"))) static inline __m512 round_f16(__m512 x) {
-  return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+// The same on AVX2, per key: the 4 accumulators as lo/hi halves, then ggml_dot_f16_avx2's reduction
+// (vec_dot_ggml.h: the AVX-512 lanes and tree).
+__attribute__((target("avx2,fma"))) static void scores_avx2(const float* kt, int ldk, const float* qf, int Dk, int nk, float* s) {
+  for (int j = 0; j < nk; j++) {
+    const float* k = kt + (size_t)j * ldk;
+    __m256 lo[4], hi[4];
+    for (int c = 0; c < 4; c++) lo[c] = hi[c] = _mm256_setzero_ps();
+    for (int i = 0; i < Dk; i += 64)
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; c++) {
+        const int o = i + 16 * c;
+        lo[c] = _mm256_fmadd_ps(_mm256_loadu_ps(k + o), _mm256_loadu_ps(qf + o), lo[c]);
+        hi[c] = _mm256_fmadd_ps(_mm256_loadu_ps(k + o + 8), _mm256_loadu_ps(qf + o + 8), hi[c]);
+      }
+    s[j] = tree_reduce16_avx2(lo, hi);
+  }
+}
+
+// q rounded to f16, held as f32 (n a multiple of 16)
+__attribute__((target("avx512f,f16c"))) static void round_f16_row(const float* src, float* dst, int n) {
+  for (int d = 0; d < n; d += 16)
+    _mm512_storeu_ps(dst + d, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(src + d), _MM_FROUND_TO_NEAREST_INT)));
+}
+__attribute__((target("avx2,f16c"))) static void round_f16_row_avx2(const float* src, float* dst, int n) {
+  for (int d = 0; d < n; d += 8)
+    _mm256_storeu_ps(dst + d, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(src + d), _MM_FROUND_TO_NEAREST_INT)));
 }
 
 // The f16 accumulators of G queries with the same keys (Dv elements each, acc16[g]) through the keys of
@@ -146,6 +176,37 @@ __attribute__((target("avx512f,f16c"))) static void f16_to_f32_row(const uint16_
   for (int i = 0; i < n; i += 16) _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(src + i))));
 }
 
+// v_pass on AVX2: fa_scale_f_avx2's multiply and fa_mad_f_avx2's fma, 8 elements at a time
+template <int G>
+__attribute__((target("avx2,f16c,fma"))) static void v_pass_avx2(uint16_t* const* acc16, const float* vt, int Dv, int nk,
+                                                                const VCoef* c) {
+  for (int j = 0; j < nk; j++) {
+    const float* vr = vt + (size_t)j * Dv;
+    for (int g = 0; g < G; g++)
+      if (c[g].newmax[j]) {
+        const __m256 m = _mm256_set1_ps(c[g].ms[j]);
+        for (int d = 0; d < Dv; d += 8) {
+          __m128i* p = (__m128i*)(acc16[g] + d);
+          _mm_storeu_si128(p, _mm256_cvtps_ph(_mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(p)), m), _MM_FROUND_TO_NEAREST_INT));
+        }
+      }
+    __m256 w[G];
+    for (int g = 0; g < G; g++) w[g] = _mm256_set1_ps(c[g].vs[j]);
+#pragma GCC unroll 8
+    for (int d = 0; d < Dv; d += 8) {
+      const __m256 v = _mm256_loadu_ps(vr + d);
+      for (int g = 0; g < G; g++) {
+        __m128i* p = (__m128i*)(acc16[g] + d);
+        _mm_storeu_si128(p, _mm256_cvtps_ph(_mm256_fmadd_ps(v, w[g], _mm256_cvtph_ps(_mm_loadu_si128(p))), _MM_FROUND_TO_NEAREST_INT));
+      }
+    }
+  }
+}
+
+__attribute__((target("avx2,f16c"))) static void f16_to_f32_row_avx2(const uint16_t* src, float* dst, int n) {
+  for (int i = 0; i < n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(src + i))));
+}
+
 struct Query {
   int row, head, lo, hi;  // keys lo..hi (inclusive)
   float M, S;
@@ -158,9 +219,11 @@ struct Scratch {
 
 // One query's scores over nk keys of a tile, its running maximum and sum, and the coefficients of its V
 // updates: which expf each key needs follows from the running maximum, the calls are then independent.
-__attribute__((target("avx512f,f16c,fma"))) static void softmax_step(const float* kt, const float* qf, int Dk, int nk, float kq_scale, Query& Q, VCoef& c) {
+// Wide: the AVX-512 kernels, else the AVX2 ones (the code around them needs only AVX2's fma)
+template <bool Wide>
+__attribute__((target("avx2,f16c,fma"))) static void softmax_step(const float* kt, const float* qf, int Dk, int nk, float kq_scale, Query& Q, VCoef& c) {
   float s[kKeyTile];
-  scores(kt, Dk, qf, Dk, nk, s);
+  if (Wide) scores(kt, Dk, qf, Dk, nk, s); else scores_avx2(kt, Dk, qf, Dk, nk, s);
   float M = Q.M;
   for (int j = 0; j < nk; j++) {
     s[j] *= kq_scale;
@@ -178,7 +241,8 @@ __attribute__((target("avx512f,f16c,fma"))) static void softmax_step(const float
   Q.S = S;
 }
 
-__attribute__((target("avx512f,f16c,fma"))) static void run_task(const FaTiles& a, const FaTask& t, Scratch& sc) {
+template <bool Wide>
+__attribute__((target("avx2,f16c,fma"))) static void run_task(const FaTiles& a, const FaTask& t, Scratch& sc) {
   const int Dk = a.Dk, Dv = a.Dv;
   const int nh = t.h1 - t.h0;
   const int nq = (t.r1 - t.r0) * nh;
@@ -199,8 +263,7 @@ __attribute__((target("avx512f,f16c,fma"))) static void run_task(const FaTiles& 
       // q rounded to f16, as the rows kernel's q16, held as f32
       const float* qh = a.q + (int64_t)r * a.H * Dk + (int64_t)h * Dk;
       float* qf = sc.qf.data() + (size_t)i * Dk;
-      for (int d = 0; d < Dk; d += 16)
-        _mm512_storeu_ps(qf + d, round_f16(_mm512_loadu_ps(qh + d)));
+      if (Wide) round_f16_row(qh, qf, Dk); else round_f16_row_avx2(qh, qf, Dk);
       jmin = std::min(jmin, qs[i].lo);
       jmax = std::max(jmax, qs[i].hi);
     }
@@ -208,8 +271,9 @@ __attribute__((target("avx512f,f16c,fma"))) static void run_task(const FaTiles& 
   for (int t0 = jmin; t0 <= jmax; t0 += kKeyTile) {
     const int nt = std::min(kKeyTile, jmax + 1 - t0);
     for (int j = 0; j < nt; j++) {
-      f16_to_f32_row(kc + (int64_t)(t0 + j) * kstride, sc.kt.data() + (size_t)j * Dk, Dk);
-      f16_to_f32_row(vc + (int64_t)(t0 + j) * vstride, sc.vt.data() + (size_t)j * Dv, Dv);
+      auto row = Wide ? f16_to_f32_row : f16_to_f32_row_avx2;
+      row(kc + (int64_t)(t0 + j) * kstride, sc.kt.data() + (size_t)j * Dk, Dk);
+      row(vc + (int64_t)(t0 + j) * vstride, sc.vt.data() + (size_t)j * Dv, Dv);
     }
     for (int i = 0; i < nq;) {
       const int j0 = std::max(qs[i].lo, t0), j1 = std::min(qs[i].hi + 1, t0 + nt);
@@ -219,11 +283,12 @@ __attribute__((target("avx512f,f16c,fma"))) static void run_task(const FaTiles& 
       const int nk = j1 - j0;
       uint16_t* acc[2];
       for (int g = 0; g < G; g++) {
-        softmax_step(sc.kt.data() + (size_t)(j0 - t0) * Dk, sc.qf.data() + (size_t)(i + g) * Dk, Dk, nk, a.kq_scale, qs[i + g], coef[g]);
+        softmax_step<Wide>(sc.kt.data() + (size_t)(j0 - t0) * Dk, sc.qf.data() + (size_t)(i + g) * Dk, Dk, nk, a.kq_scale, qs[i + g], coef[g]);
         acc[g] = sc.acc.data() + (size_t)(i + g) * Dv;
       }
       const float* vt = sc.vt.data() + (size_t)(j0 - t0) * Dv;
-      if (G == 2) v_pass<2>(acc, vt, Dv, nk, coef); else v_pass<1>(acc, vt, Dv, nk, coef);
+      if (Wide) { if (G == 2) v_pass<2>(acc, vt, Dv, nk, coef); else v_pass<1>(acc, vt, Dv, nk, coef); }
+      else if (G == 2) v_pass_avx2<2>(acc, vt, Dv, nk, coef); else v_pass_avx2<1>(acc, vt, Dv, nk, coef);
       i += G;
     }
   }
@@ -237,8 +302,11 @@ __attribute__((target("avx512f,f16c,fma"))) static void run_task(const FaTiles& 
 
 }  // namespace
 
+// the AVX-512 kernels where the CPU has them, unless PYLLM_FA_TILES=avx2
+static const bool kWide = __builtin_cpu_supports("avx512f") && !(std::getenv("PYLLM_FA_TILES") && !std::strcmp(std::getenv("PYLLM_FA_TILES"), "avx2"));
+
 bool fa_tiles_supported(int Dk, int Dv, float softcap) {
-  static const bool cpu = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
+  static const bool cpu = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
   return cpu && Dk % 64 == 0 && Dv % 16 == 0 && softcap == 0.0f;
 }
 
@@ -267,7 +335,7 @@ std::vector<FaTask> fa_tiles_plan(const int* seq, int n, int H, int Hkv, int n_t
 
 void fa_tiles_run(const FaTiles& a, const FaTask& t) {
   thread_local Scratch sc;
-  run_task(a, t, sc);
+  if (kWide) run_task<true>(a, t, sc); else run_task<false>(a, t, sc);
 }
 #else
 bool fa_tiles_supported(int, int, float) { return false; }
