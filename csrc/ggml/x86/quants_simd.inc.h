@@ -69,6 +69,11 @@ static inline __m256i word_bcast_ctl(int j) { return _mm256_set1_epi16((short)((
 
 static inline const uint8_t* row(const void* y, size_t by, int r) { return (const uint8_t*)y + r * by; }
 
+// An integer running sum stays one chain in one register: GCC reassociates such sums into trees and, with
+// the kernels' 16 decoded vectors live, spilled every product to the stack (Zen 2: a tenth of the K-quant
+// batch kernels' time). Integer adds are exact, so this changes no result.
+__attribute__((always_inline)) static inline void keep_chain(__m256i& v) { __asm__("" : "+x"(v)); }
+
 // Software prefetch of the weights, as the AVX-512 kernels do (quants_avx512.cpp's note): a row kernel
 // brings block i of the next weight row (rows of a matrix are contiguous: nb blocks on) while it works on
 // block i of its own; without it the loads and the arithmetic hardly overlap. These AVX2 row kernels
@@ -234,8 +239,10 @@ static void dot_q45_K(int n, float* s, const void* vx, const void* vy, size_t by
     for (int r = 0; r < NR; r++) {
       const block_q8_K* y = (const block_q8_K*)row(vy, by, r) + i;
       __m256i isum = _mm256_setzero_si256();
-      for (int j = 0; j < 8; j++)
+      for (int j = 0; j < 8; j++) {
         isum = madd16_acc(isum, _mm256_maddubs_epi16(wq[j], _mm256_loadu_si256((const __m256i*)(y->qs + 32 * j))), scv[j]);
+        keep_chain(isum);
+      }
       const __m256i bs = _mm256_loadu_si256((const __m256i*)y->bsums);
       const __m128i q8s = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
       a[r].add(isum, _mm_madd_epi16(mins16, q8s), y->d, d, dmin);
@@ -294,14 +301,26 @@ static void dot_q4_K_rp(int n, float* s, const void* vx, const void* vy, size_t 
     const __m128i mins16 = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
     const float d = h2f(b.d), dmin = h2f(b.dmin);
     for (int g = 0; g < NG; g++) {
+      // sub-block outer, the 4 rows inner: one weight vector meets 4 rows while it is in a register (rows
+      // inner, q4k_rp_ints per row, held 16 decoded vectors and spilled every product); integer sums: exact
+      const block_q8_K* y[4];
       __m256i z[4];
       __m128i mn[4];
       alignas(16) float yd[4];
       for (int q = 0; q < 4; q++) {
-        const block_q8_K* y = (const block_q8_K*)row(vy, by, 4 * g + q) + i;
-        q4k_rp_ints(wq, scv, mins16, y, z[q], mn[q]);
-        yd[q] = y->d;
+        y[q] = (const block_q8_K*)row(vy, by, 4 * g + q) + i;
+        z[q] = _mm256_setzero_si256();
+        const __m256i bs = _mm256_loadu_si256((const __m256i*)y[q]->bsums);
+        mn[q] = _mm_madd_epi16(mins16, _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1)));
+        yd[q] = y[q]->d;
       }
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; j++)
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) {
+          z[q] = madd16_acc(z[q], _mm256_maddubs_epi16(wq[j], _mm256_loadu_si256((const __m256i*)(y[q]->qs + 32 * j))), scv[j]);
+          keep_chain(z[q]);
+        }
       const __m128 ydv = _mm_load_ps(yd);
       acc4[g] = _mm_fmadd_ps(_mm_cvtepi32_ps(rowsum4_i32x8(z)), _mm_mul_ps(_mm_set1_ps(d), ydv), acc4[g]);
       accm4[g] = _mm_fmadd_ps(_mm_cvtepi32_ps(rowsum4_i32x4(mn)), _mm_mul_ps(_mm_set1_ps(dmin), ydv), accm4[g]);
@@ -406,8 +425,10 @@ static void dot_q6_K(int n, float* s, const void* vx, const void* vy, size_t by)
     for (int r = 0; r < NR; r++) {
       const block_q8_K* y = (const block_q8_K*)row(vy, by, r) + i;
       __m256i isum = _mm256_setzero_si256();
-      for (int k = 0; k < 8; k++)
+      for (int k = 0; k < 8; k++) {
         isum = madd16_acc(isum, _mm256_maddubs_epi16(wq[k], _mm256_loadu_si256((const __m256i*)(y->qs + 32 * k))), scv[k]);
+        keep_chain(isum);
+      }
       const __m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i*)y->bsums));
       isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(off, 5));
       acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(y->d * d), acc[r]);
@@ -437,6 +458,7 @@ static void dot_iq4_xs(int n, float* s, const void* vx, const void* vy, size_t b
       for (int ib = 0; ib < 8; ib++) {
         const __m256i yq = _mm256_loadu_si256((const __m256i*)(y->qs + 32 * ib));
         isum = madd16_acc(isum, _mm256_maddubs_epi16(aq[ib], _mm256_sign_epi8(yq, wq[ib])), scv[ib]);
+        keep_chain(isum);
       }
       acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(y->d * d), acc[r]);
     }
