@@ -111,7 +111,7 @@ static void scores(const float* kt, int ldk, const float* qf, int Dk, int nk, fl
 
 // The same on AVX2, per key: the 4 accumulators as lo/hi halves, then ggml_dot_f16_avx2's reduction
 // (vec_dot_ggml.h: the AVX-512 lanes and tree).
-__attribute__((target("avx2,fma"))) static void scores_avx2(const float* kt, int ldk, const float* qf, int Dk, int nk, float* s) {
+__attribute__((target("avx2,f16c,fma"))) static void scores_avx2(const float* kt, int ldk, const float* qf, int Dk, int nk, float* s) {
   for (int j = 0; j < nk; j++) {
     const float* k = kt + (size_t)j * ldk;
     __m256 lo[4], hi[4];
