@@ -583,9 +583,8 @@ void get_row(const Weight& W, int64_t id, float* out) {
 }
 
 bool can_group(const Weight& W) {
-  const char* lv = simd_level();
-  return interleave_supported(W.type) && get_type_traits(W.type).x16_tile && W.ne[1] % kGroupRows == 0 &&
-         W.ne[0] % get_type_traits(W.type).blck_size == 0 && (!std::strcmp(lv, "avx512") || !std::strcmp(lv, "amx"));
+  const type_traits& t = get_type_traits(W.type);
+  return interleave_supported(W.type) && t.x16_simd && W.ne[1] % kGroupRows == 0 && W.ne[0] % t.blck_size == 0;
 }
 
 void group_rows(Weight& W, uint8_t* data) {

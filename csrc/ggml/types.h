@@ -127,6 +127,7 @@ struct type_traits {
   x16_tile_fn x16_tile_pf[kX16PfModes] = {};  // x16_tile with each software prefetch, where the level has them
   x16_streams_fn x16_streams = nullptr;          // kX16PfStreams' decode kernel (where the level has one)
   int x16_streams_k = 0;                         // the most tokens it takes
+  bool x16_simd = false;  // x16_tile is this level's SIMD kernel (not the scalar reference): a model's load groups only then
   x16_amx_fn x16_amx = nullptr;    // the same on AMX tiles (weight type)
   gemm_pack_fn x16_amx_pack = nullptr;  // its activation panels (vec_dot type)
   size_t (*x16_amx_panel_bytes)(int64_t K) = nullptr;

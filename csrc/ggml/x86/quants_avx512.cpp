@@ -540,6 +540,7 @@ void quants_override_avx512(type_traits* t) {
     t[id].x16_tile_pf[kX16PfNone] = t[id].x16_tile_pf[kX16PfStreams] = none;
     t[id].x16_tile_pf[kX16PfL1] = t0; t[id].x16_tile_pf[kX16PfL2] = t1;
     t[id].x16_tile = l1 ? t0 : t1;
+    t[id].x16_simd = true;
   };
   x16(GGML_TYPE_Q4_K, x16_q4_K_512<-1>, x16_q4_K_512<_MM_HINT_T0>, x16_q4_K_512<_MM_HINT_T1>);
   t[GGML_TYPE_Q4_K].x16_streams = x16_q4_K_512_streams; t[GGML_TYPE_Q4_K].x16_streams_k = 4;

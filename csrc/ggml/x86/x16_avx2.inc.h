@@ -1,0 +1,224 @@
+// Group kernel for Q4_K at the AVX2 level (weights in 16-row groups, ggml/repack.h), included by
+// quants_avx2.cpp inside namespace x86_avx2.
+//
+// A 256-bit vector is half of a group's 64-byte vector: 4 bytes of each of 8 rows (rows 8h..8h+7 of half
+// h), so lane r is row r. A token's integers are dot_q4_K_rp's (exact, so their order is free): per
+// sub-block, maddubs of the low (high) nibbles with 4 broadcast activation bytes, the 8 products of one
+// sub-block summed as int16 (each at most 2 * 15 * 127 = 3810: 8 of them stay below 2^15), then one madd
+// with the row's (scale, scale) pair; mins . bsums by madd on (min, min) pairs. One multiply per 32
+// products plus one per 256, where the GGUF-row kernels (dot_q4_K_rp) take two per 32: a Zen 2 has one
+// vector-multiply pipe, which bounds the AVX2 batches. The float side is dot_q4_K_rp's fma(is, d * y.d, acc),
+// fma(imin, dmin * y.d, accm) per lane and its acc - accm, so each row's bits are vec_dot_rp's for any k.
+
+struct Q4KSb8 {  // one super-block's scales for 8 rows: sc in bytes 0..3 of slo (sub-blocks 0..3) / shi (4..7)
+  __m256 d, dm;
+  __m256i slo, shi, mp[4];  // mp: (m0, m2), (m1, m3), (m4, m6), (m5, m7) as int16 pairs
+};
+static inline Q4KSb8 q4_K_x8_scales(const block_q4_Kx16& b, int h) {
+  Q4KSb8 s;
+  s.d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(b.d + 8 * h)));
+  s.dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(b.dmin + 8 * h)));
+  const __m256i w0 = _mm256_loadu_si256((const __m256i*)(b.scales[0] + 8 * h)),
+                w1 = _mm256_loadu_si256((const __m256i*)(b.scales[1] + 8 * h)),
+                w2 = _mm256_loadu_si256((const __m256i*)(b.scales[2] + 8 * h));
+  const __m256i c3f = _mm256_set1_epi32(0x3F3F3F3F), c0f = _mm256_set1_epi32(0x0F0F0F0F),
+                c30 = _mm256_set1_epi32(0x30303030), c00ff = _mm256_set1_epi32(0x00FF00FF);
+  s.slo = _mm256_and_si256(w0, c3f);
+  s.shi = _mm256_or_si256(_mm256_and_si256(w2, c0f), _mm256_and_si256(_mm256_srli_epi32(w0, 2), c30));
+  const __m256i mlo = _mm256_and_si256(w1, c3f);
+  const __m256i mhi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(w2, 4), c0f), _mm256_and_si256(_mm256_srli_epi32(w1, 2), c30));
+  s.mp[0] = _mm256_and_si256(mlo, c00ff); s.mp[1] = _mm256_and_si256(_mm256_srli_epi32(mlo, 8), c00ff);
+  s.mp[2] = _mm256_and_si256(mhi, c00ff); s.mp[3] = _mm256_and_si256(_mm256_srli_epi32(mhi, 8), c00ff);
+  return s;
+}
+// y's bsums of sub-blocks a and b as an int16 pair
+static inline int32_t ybs_pair8(const block_q8_K* y, int a, int b) {
+  const int sa = y->bsums[2 * a] + y->bsums[2 * a + 1], sb = y->bsums[2 * b] + y->bsums[2 * b + 1];
+  return (int32_t)((uint32_t)(uint16_t)sa | (uint32_t)(uint16_t)sb << 16);
+}
+static inline __m256i bcast4_8(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+// byte q of each lane of v as the int16 pair (b, b)
+static inline __m256i scale_pair(__m256i v, int q) {
+  const __m256i b = _mm256_and_si256(_mm256_srli_epi32(v, 8 * q), _mm256_set1_epi32(0xFF));
+  return _mm256_or_si256(b, _mm256_slli_epi32(b, 16));
+}
+
+// Half h of super-block b against KT tokens (y[t]: their blocks of this super-block)
+template <int KT>
+static inline void q4_K_x8_pass(const block_q4_Kx16& b, int h, const Q4KSb8& s, const block_q8_K* const* y, __m256* acc,
+                                __m256* accm) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  __m256i is[KT];
+  for (int t = 0; t < KT; t++) is[t] = _mm256_setzero_si256();
+  for (int p = 0; p < 4; p++) {  // sub-blocks 2p (low nibbles) and 2p + 1 (high)
+    __m256i al[KT], ah[KT];
+    for (int t = 0; t < KT; t++) al[t] = ah[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; c++) {
+      const __m256i v = _mm256_loadu_si256((const __m256i*)(b.qs[8 * p + c] + 8 * h));
+      const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+      for (int t = 0; t < KT; t++) {
+        al[t] = _mm256_add_epi16(al[t], _mm256_maddubs_epi16(lo, bcast4_8(y[t]->qs + 64 * p + 4 * c)));
+        ah[t] = _mm256_add_epi16(ah[t], _mm256_maddubs_epi16(hi, bcast4_8(y[t]->qs + 64 * p + 32 + 4 * c)));
+        keep_chain(al[t]);  // (quants_simd.inc.h) else every product went to the stack
+        keep_chain(ah[t]);
+      }
+    }
+    const __m256i sv = p < 2 ? s.slo : s.shi;
+    const __m256i se = scale_pair(sv, 2 * (p % 2)), so = scale_pair(sv, 2 * (p % 2) + 1);
+    for (int t = 0; t < KT; t++)
+      is[t] = _mm256_add_epi32(is[t], _mm256_add_epi32(_mm256_madd_epi16(al[t], se), _mm256_madd_epi16(ah[t], so)));
+  }
+  for (int t = 0; t < KT; t++) {
+    __m256i im = _mm256_madd_epi16(s.mp[0], _mm256_set1_epi32(ybs_pair8(y[t], 0, 2)));
+    im = _mm256_add_epi32(im, _mm256_madd_epi16(s.mp[1], _mm256_set1_epi32(ybs_pair8(y[t], 1, 3))));
+    im = _mm256_add_epi32(im, _mm256_madd_epi16(s.mp[2], _mm256_set1_epi32(ybs_pair8(y[t], 4, 6))));
+    im = _mm256_add_epi32(im, _mm256_madd_epi16(s.mp[3], _mm256_set1_epi32(ybs_pair8(y[t], 5, 7))));
+    const __m256 yd = _mm256_set1_ps(y[t]->d);
+    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[t]), _mm256_mul_ps(s.d, yd), acc[t]);
+    accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(im), _mm256_mul_ps(s.dm, yd), accm[t]);
+  }
+}
+
+// Both halves of super-block b against KT <= 2 tokens, each 64-byte line of weights taken whole (decode: the
+// halves one after the other read every line twice, and ran 15 % slower from memory on a Zen 2)
+template <int KT>
+static inline void q4_K_x16_pass(const block_q4_Kx16& b, const Q4KSb8* s, const block_q8_K* const* y, __m256 (*acc)[kMaxRowsK],
+                                 __m256 (*accm)[kMaxRowsK]) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  __m256i is[2][KT];
+  for (int h = 0; h < 2; h++)
+    for (int t = 0; t < KT; t++) is[h][t] = _mm256_setzero_si256();
+  for (int p = 0; p < 4; p++) {
+    __m256i al[2][KT], ah[2][KT];
+    for (int h = 0; h < 2; h++)
+      for (int t = 0; t < KT; t++) al[h][t] = ah[h][t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; c++) {
+      __m256i yl[KT], yh[KT];
+      for (int t = 0; t < KT; t++) {
+        yl[t] = bcast4_8(y[t]->qs + 64 * p + 4 * c);
+        yh[t] = bcast4_8(y[t]->qs + 64 * p + 32 + 4 * c);
+      }
+      for (int h = 0; h < 2; h++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i*)(b.qs[8 * p + c] + 8 * h));
+        const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        for (int t = 0; t < KT; t++) {
+          al[h][t] = _mm256_add_epi16(al[h][t], _mm256_maddubs_epi16(lo, yl[t]));
+          ah[h][t] = _mm256_add_epi16(ah[h][t], _mm256_maddubs_epi16(hi, yh[t]));
+          keep_chain(al[h][t]);
+          keep_chain(ah[h][t]);
+        }
+      }
+    }
+    for (int h = 0; h < 2; h++) {
+      const __m256i sv = p < 2 ? s[h].slo : s[h].shi;
+      const __m256i se = scale_pair(sv, 2 * (p % 2)), so = scale_pair(sv, 2 * (p % 2) + 1);
+      for (int t = 0; t < KT; t++)
+        is[h][t] = _mm256_add_epi32(is[h][t], _mm256_add_epi32(_mm256_madd_epi16(al[h][t], se), _mm256_madd_epi16(ah[h][t], so)));
+    }
+  }
+  for (int h = 0; h < 2; h++)
+    for (int t = 0; t < KT; t++) {
+      __m256i im = _mm256_madd_epi16(s[h].mp[0], _mm256_set1_epi32(ybs_pair8(y[t], 0, 2)));
+      im = _mm256_add_epi32(im, _mm256_madd_epi16(s[h].mp[1], _mm256_set1_epi32(ybs_pair8(y[t], 1, 3))));
+      im = _mm256_add_epi32(im, _mm256_madd_epi16(s[h].mp[2], _mm256_set1_epi32(ybs_pair8(y[t], 4, 6))));
+      im = _mm256_add_epi32(im, _mm256_madd_epi16(s[h].mp[3], _mm256_set1_epi32(ybs_pair8(y[t], 5, 7))));
+      const __m256 yd = _mm256_set1_ps(y[t]->d);
+      acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[h][t]), _mm256_mul_ps(s[h].d, yd), acc[h][t]);
+      accm[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(im), _mm256_mul_ps(s[h].dm, yd), accm[h][t]);
+    }
+}
+
+// x16_tile_fn: the group's 16 rows against k <= 8 tokens, C[t * ldc + r]. Hint: the software prefetch of the
+// stream X16_PF_AVX2 bytes ahead (< 0: none), as the AVX-512 group kernels do (cpu/prefetch_tune.h picks).
+#ifndef X16_PF_AVX2
+#define X16_PF_AVX2 9216
+#endif
+template <int Hint>
+static void x16_q4_K_avx2(int n, const void* vg, const void* vy, size_t by, int k, float* C, size_t ldc) {
+  const block_q4_Kx16* g = (const block_q4_Kx16*)vg;
+  __m256 acc[2][kMaxRowsK], accm[2][kMaxRowsK];
+  for (int h = 0; h < 2; h++)
+    for (int t = 0; t < k; t++) acc[h][t] = accm[h][t] = _mm256_setzero_ps();
+  for (int i = 0; i < n / QK_K; i++) {
+    if constexpr (Hint >= 0)
+      for (size_t l = 0; l < sizeof(block_q4_Kx16) / 64; l++) _mm_prefetch((const char*)(g + i) + X16_PF_AVX2 + 64 * l, (_mm_hint)Hint);
+    const block_q8_K* y[kMaxRowsK];
+    for (int t = 0; t < k; t++) y[t] = (const block_q8_K*)((const uint8_t*)vy + t * by) + i;
+    if (k <= 2) {  // whole lines (q4_K_x16_pass)
+      const Q4KSb8 s[2] = {q4_K_x8_scales(g[i], 0), q4_K_x8_scales(g[i], 1)};
+      if (k == 1) q4_K_x16_pass<1>(g[i], s, y, acc, accm); else q4_K_x16_pass<2>(g[i], s, y, acc, accm);
+      continue;
+    }
+    for (int h = 0; h < 2; h++) {
+      const Q4KSb8 s = q4_K_x8_scales(g[i], h);
+      int t = 0;
+      for (; t + 4 <= k; t += 4) q4_K_x8_pass<4>(g[i], h, s, y + t, acc[h] + t, accm[h] + t);
+      switch (k - t) {
+        case 1: q4_K_x8_pass<1>(g[i], h, s, y + t, acc[h] + t, accm[h] + t); break;
+        case 2: q4_K_x8_pass<2>(g[i], h, s, y + t, acc[h] + t, accm[h] + t); break;
+        case 3: q4_K_x8_pass<3>(g[i], h, s, y + t, acc[h] + t, accm[h] + t); break;
+        default: break;
+      }
+    }
+  }
+  for (int h = 0; h < 2; h++)
+    for (int t = 0; t < k; t++) _mm256_storeu_ps(C + t * ldc + 8 * h, _mm256_sub_ps(acc[h][t], accm[h][t]));
+}
+
+// kX16Streams groups side by side for up to 4 tokens (x16_streams_fn, the kX16PfStreams mode): each
+// super-block index is read in two places at once, so the hardware prefetcher follows two streams per thread
+// (the AVX-512 level's finding too). Each group and token is x16_q4_K_avx2's chain: the same bits.
+template <int KT>
+static void x16_q4_K_avx2_g(int n, const uint8_t* g, size_t gstride, const uint8_t* vy, size_t by, float* C, size_t ldc) {
+  constexpr int G = kX16Streams;
+  __m256 acc[G][2][kMaxRowsK], accm[G][2][kMaxRowsK];
+  for (int j = 0; j < G; j++)
+    for (int h = 0; h < 2; h++)
+      for (int t = 0; t < KT; t++) acc[j][h][t] = accm[j][h][t] = _mm256_setzero_ps();
+  for (int i = 0; i < n / QK_K; i++) {
+    const block_q8_K* y[KT];
+    for (int t = 0; t < KT; t++) y[t] = (const block_q8_K*)(vy + t * by) + i;
+    for (int j = 0; j < G; j++) {
+      const block_q4_Kx16& b = ((const block_q4_Kx16*)(g + j * gstride))[i];
+      if constexpr (KT <= 2) {
+        const Q4KSb8 s[2] = {q4_K_x8_scales(b, 0), q4_K_x8_scales(b, 1)};
+        q4_K_x16_pass<KT>(b, s, y, acc[j], accm[j]);
+      } else {
+        for (int h = 0; h < 2; h++) q4_K_x8_pass<KT>(b, h, q4_K_x8_scales(b, h), y, acc[j][h], accm[j][h]);
+      }
+    }
+  }
+  for (int j = 0; j < G; j++)
+    for (int h = 0; h < 2; h++)
+      for (int t = 0; t < KT; t++) _mm256_storeu_ps(C + t * ldc + 16 * j + 8 * h, _mm256_sub_ps(acc[j][h][t], accm[j][h][t]));
+}
+static void x16_q4_K_avx2_streams(int n, const void* vg, size_t gstride, const void* vy, size_t by, int k, float* C,
+                                  size_t ldc) {
+  const uint8_t *g = (const uint8_t*)vg, *y = (const uint8_t*)vy;
+  switch (k) {
+    case 1: x16_q4_K_avx2_g<1>(n, g, gstride, y, by, C, ldc); break;
+    case 2: x16_q4_K_avx2_g<2>(n, g, gstride, y, by, C, ldc); break;
+    case 3: x16_q4_K_avx2_g<3>(n, g, gstride, y, by, C, ldc); break;
+    default: x16_q4_K_avx2_g<4>(n, g, gstride, y, by, C, ldc); break;
+  }
+}
+
+// The default reads without software prefetch: on a Zen 2 (bench_matmul, B = 1, 178 MB Q4_K, -t 1) every
+// prefetch mode and distance tried (1-16 super-blocks ahead, T0 / T1 / NTA) was 10-30 % slower than none;
+// cpu/prefetch_tune.h still measures the modes on the machine at hand and keeps the fastest.
+static void install_x16_kernels(type_traits* t) {
+  type_traits& q = t[GGML_TYPE_Q4_K];
+  q.x16_tile_pf[kX16PfNone] = q.x16_tile_pf[kX16PfStreams] = x16_q4_K_avx2<-1>;
+  q.x16_tile_pf[kX16PfL1] = x16_q4_K_avx2<_MM_HINT_T0>;
+  q.x16_tile_pf[kX16PfL2] = x16_q4_K_avx2<_MM_HINT_T1>;
+  q.x16_tile = q.x16_tile_pf[kX16PfNone];
+  q.x16_streams = x16_q4_K_avx2_streams;
+  q.x16_streams_k = 4;
+  q.x16_simd = true;
+}
