@@ -47,6 +47,18 @@ static inline __m256i scale_pair(__m256i v, int q) {
   return _mm256_or_si256(b, _mm256_slli_epi32(b, 16));
 }
 
+// A token's super-block total: imin = mins . bsums (madd on the (min, min) pairs), then dot_q4_K_rp's
+// fma(is, d * y.d, acc), fma(imin, dmin * y.d, accm) per lane
+static inline void q4_K_x8_finish(const Q4KSb8& s, const block_q8_K* y, __m256i is, __m256& acc, __m256& accm) {
+  __m256i im = _mm256_madd_epi16(s.mp[0], _mm256_set1_epi32(ybs_pair8(y, 0, 2)));
+  im = _mm256_add_epi32(im, _mm256_madd_epi16(s.mp[1], _mm256_set1_epi32(ybs_pair8(y, 1, 3))));
+  im = _mm256_add_epi32(im, _mm256_madd_epi16(s.mp[2], _mm256_set1_epi32(ybs_pair8(y, 4, 6))));
+  im = _mm256_add_epi32(im, _mm256_madd_epi16(s.mp[3], _mm256_set1_epi32(ybs_pair8(y, 5, 7))));
+  const __m256 yd = _mm256_set1_ps(y->d);
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(s.d, yd), acc);
+  accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(im), _mm256_mul_ps(s.dm, yd), accm);
+}
+
 // Half h of super-block b against KT tokens (y[t]: their blocks of this super-block)
 template <int KT>
 static inline void q4_K_x8_pass(const block_q4_Kx16& b, int h, const Q4KSb8& s, const block_q8_K* const* y, __m256* acc,
@@ -73,15 +85,7 @@ static inline void q4_K_x8_pass(const block_q4_Kx16& b, int h, const Q4KSb8& s, 
     for (int t = 0; t < KT; t++)
       is[t] = _mm256_add_epi32(is[t], _mm256_add_epi32(_mm256_madd_epi16(al[t], se), _mm256_madd_epi16(ah[t], so)));
   }
-  for (int t = 0; t < KT; t++) {
-    __m256i im = _mm256_madd_epi16(s.mp[0], _mm256_set1_epi32(ybs_pair8(y[t], 0, 2)));
-    im = _mm256_add_epi32(im, _mm256_madd_epi16(s.mp[1], _mm256_set1_epi32(ybs_pair8(y[t], 1, 3))));
-    im = _mm256_add_epi32(im, _mm256_madd_epi16(s.mp[2], _mm256_set1_epi32(ybs_pair8(y[t], 4, 6))));
-    im = _mm256_add_epi32(im, _mm256_madd_epi16(s.mp[3], _mm256_set1_epi32(ybs_pair8(y[t], 5, 7))));
-    const __m256 yd = _mm256_set1_ps(y[t]->d);
-    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[t]), _mm256_mul_ps(s.d, yd), acc[t]);
-    accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(im), _mm256_mul_ps(s.dm, yd), accm[t]);
-  }
+  for (int t = 0; t < KT; t++) q4_K_x8_finish(s, y[t], is[t], acc[t], accm[t]);
 }
 
 // Both halves of super-block b against KT <= 2 tokens, each 64-byte line of weights taken whole (decode: the
@@ -123,15 +127,7 @@ static inline void q4_K_x16_pass(const block_q4_Kx16& b, const Q4KSb8* s, const 
     }
   }
   for (int h = 0; h < 2; h++)
-    for (int t = 0; t < KT; t++) {
-      __m256i im = _mm256_madd_epi16(s[h].mp[0], _mm256_set1_epi32(ybs_pair8(y[t], 0, 2)));
-      im = _mm256_add_epi32(im, _mm256_madd_epi16(s[h].mp[1], _mm256_set1_epi32(ybs_pair8(y[t], 1, 3))));
-      im = _mm256_add_epi32(im, _mm256_madd_epi16(s[h].mp[2], _mm256_set1_epi32(ybs_pair8(y[t], 4, 6))));
-      im = _mm256_add_epi32(im, _mm256_madd_epi16(s[h].mp[3], _mm256_set1_epi32(ybs_pair8(y[t], 5, 7))));
-      const __m256 yd = _mm256_set1_ps(y[t]->d);
-      acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[h][t]), _mm256_mul_ps(s[h].d, yd), acc[h][t]);
-      accm[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(im), _mm256_mul_ps(s[h].dm, yd), accm[h][t]);
-    }
+    for (int t = 0; t < KT; t++) q4_K_x8_finish(s[h], y[t], is[h][t], acc[h][t], accm[h][t]);
 }
 
 // x16_tile_fn: the group's 16 rows against k <= 8 tokens, C[t * ldc + r]. Hint: the software prefetch of the
