@@ -218,7 +218,7 @@ def assert_grouped_gives(level, t, w, n_rows, x, want, batches=(1, 2, 3, 5, 8, 9
 
 @pytest.mark.parametrize("level", LEVELS)
 def test_grouped_q4_K_equals_rows(level):
-    """Q4_K in 16-row groups (a model's load at avx512/amx; ggml/repack.h): every (row, token) result is the
+    """Q4_K in 16-row groups (a model's load at avx2/avx512/amx; ggml/repack.h): every (row, token) result is the
     GGUF layout's vec_dot_rp bits (the avx2 level's rp kernels at the scalar level, which has none), for decode,
     verification batches of 2..8, their remainders past 8, the AMX group tiles (5..255 tokens: one and two token
     tiles, partial panels) and the tiles on GGUF rows (256 on), 1 and 2 threads, and rows
