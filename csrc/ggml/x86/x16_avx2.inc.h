@@ -59,75 +59,42 @@ static inline void q4_K_x8_finish(const Q4KSb8& s, const block_q8_K* y, __m256i 
   accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(im), _mm256_mul_ps(s.dm, yd), accm);
 }
 
-// Half h of super-block b against KT tokens (y[t]: their blocks of this super-block)
-template <int KT>
-static inline void q4_K_x8_pass(const block_q4_Kx16& b, int h, const Q4KSb8& s, const block_q8_K* const* y, __m256* acc,
-                                __m256* accm) {
+// Halves h0 .. h0 + NH - 1 of super-block b against KT tokens (y[t]: their blocks of this super-block; their
+// accumulators acc[h][t0 + t], s[hh]: half h0 + hh's scales). NH = 2 (KT <= 2: decode and 2-token steps) takes
+// each 64-byte line of weights whole: the halves one after the other read every line twice, and ran 15 %
+// slower from memory on a Zen 2. NH = 1 leaves the registers to 4 tokens' sums.
+template <int NH, int KT>
+static inline void q4_K_x8_pass(const block_q4_Kx16& b, int h0, const Q4KSb8* s, const block_q8_K* const* y, int t0,
+                                __m256 (*acc)[kMaxRowsK], __m256 (*accm)[kMaxRowsK]) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
-  __m256i is[KT];
-  for (int t = 0; t < KT; t++) is[t] = _mm256_setzero_si256();
+  __m256i is[NH][KT];
+  for (int hh = 0; hh < NH; hh++)
+    for (int t = 0; t < KT; t++) is[hh][t] = _mm256_setzero_si256();
   for (int p = 0; p < 4; p++) {  // sub-blocks 2p (low nibbles) and 2p + 1 (high)
-    __m256i al[KT], ah[KT];
-    for (int t = 0; t < KT; t++) al[t] = ah[t] = _mm256_setzero_si256();
+    __m256i al[NH][KT], ah[NH][KT];
+    for (int hh = 0; hh < NH; hh++)
+      for (int t = 0; t < KT; t++) al[hh][t] = ah[hh][t] = _mm256_setzero_si256();
 #pragma GCC unroll 8
-    for (int c = 0; c < 8; c++) {
-      const __m256i v = _mm256_loadu_si256((const __m256i*)(b.qs[8 * p + c] + 8 * h));
-      const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-      for (int t = 0; t < KT; t++) {
-        al[t] = _mm256_add_epi16(al[t], _mm256_maddubs_epi16(lo, bcast4_8(y[t]->qs + 64 * p + 4 * c)));
-        ah[t] = _mm256_add_epi16(ah[t], _mm256_maddubs_epi16(hi, bcast4_8(y[t]->qs + 64 * p + 32 + 4 * c)));
-        keep_chain(al[t]);  // (quants_simd.inc.h) else every product went to the stack
-        keep_chain(ah[t]);
-      }
-    }
-    const __m256i sv = p < 2 ? s.slo : s.shi;
-    const __m256i se = scale_pair(sv, 2 * (p % 2)), so = scale_pair(sv, 2 * (p % 2) + 1);
-    for (int t = 0; t < KT; t++)
-      is[t] = _mm256_add_epi32(is[t], _mm256_add_epi32(_mm256_madd_epi16(al[t], se), _mm256_madd_epi16(ah[t], so)));
-  }
-  for (int t = 0; t < KT; t++) q4_K_x8_finish(s, y[t], is[t], acc[t], accm[t]);
-}
-
-// Both halves of super-block b against KT <= 2 tokens, each 64-byte line of weights taken whole (decode: the
-// halves one after the other read every line twice, and ran 15 % slower from memory on a Zen 2)
-template <int KT>
-static inline void q4_K_x16_pass(const block_q4_Kx16& b, const Q4KSb8* s, const block_q8_K* const* y, __m256 (*acc)[kMaxRowsK],
-                                 __m256 (*accm)[kMaxRowsK]) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  __m256i is[2][KT];
-  for (int h = 0; h < 2; h++)
-    for (int t = 0; t < KT; t++) is[h][t] = _mm256_setzero_si256();
-  for (int p = 0; p < 4; p++) {
-    __m256i al[2][KT], ah[2][KT];
-    for (int h = 0; h < 2; h++)
-      for (int t = 0; t < KT; t++) al[h][t] = ah[h][t] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-    for (int c = 0; c < 8; c++) {
-      __m256i yl[KT], yh[KT];
-      for (int t = 0; t < KT; t++) {
-        yl[t] = bcast4_8(y[t]->qs + 64 * p + 4 * c);
-        yh[t] = bcast4_8(y[t]->qs + 64 * p + 32 + 4 * c);
-      }
-      for (int h = 0; h < 2; h++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i*)(b.qs[8 * p + c] + 8 * h));
+    for (int c = 0; c < 8; c++)
+      for (int hh = 0; hh < NH; hh++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i*)(b.qs[8 * p + c] + 8 * (h0 + hh)));
         const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
         for (int t = 0; t < KT; t++) {
-          al[h][t] = _mm256_add_epi16(al[h][t], _mm256_maddubs_epi16(lo, yl[t]));
-          ah[h][t] = _mm256_add_epi16(ah[h][t], _mm256_maddubs_epi16(hi, yh[t]));
-          keep_chain(al[h][t]);
-          keep_chain(ah[h][t]);
+          al[hh][t] = _mm256_add_epi16(al[hh][t], _mm256_maddubs_epi16(lo, bcast4_8(y[t]->qs + 64 * p + 4 * c)));
+          ah[hh][t] = _mm256_add_epi16(ah[hh][t], _mm256_maddubs_epi16(hi, bcast4_8(y[t]->qs + 64 * p + 32 + 4 * c)));
+          keep_chain(al[hh][t]);  // (quants_simd.inc.h) else every product went to the stack
+          keep_chain(ah[hh][t]);
         }
       }
-    }
-    for (int h = 0; h < 2; h++) {
-      const __m256i sv = p < 2 ? s[h].slo : s[h].shi;
+    for (int hh = 0; hh < NH; hh++) {
+      const __m256i sv = p < 2 ? s[hh].slo : s[hh].shi;
       const __m256i se = scale_pair(sv, 2 * (p % 2)), so = scale_pair(sv, 2 * (p % 2) + 1);
       for (int t = 0; t < KT; t++)
-        is[h][t] = _mm256_add_epi32(is[h][t], _mm256_add_epi32(_mm256_madd_epi16(al[h][t], se), _mm256_madd_epi16(ah[h][t], so)));
+        is[hh][t] = _mm256_add_epi32(is[hh][t], _mm256_add_epi32(_mm256_madd_epi16(al[hh][t], se), _mm256_madd_epi16(ah[hh][t], so)));
     }
   }
-  for (int h = 0; h < 2; h++)
-    for (int t = 0; t < KT; t++) q4_K_x8_finish(s[h], y[t], is[h][t], acc[h][t], accm[h][t]);
+  for (int hh = 0; hh < NH; hh++)
+    for (int t = 0; t < KT; t++) q4_K_x8_finish(s[hh], y[t], is[hh][t], acc[h0 + hh][t0 + t], accm[h0 + hh][t0 + t]);
 }
 
 // x16_tile_fn: the group's 16 rows against k <= 8 tokens, C[t * ldc + r]. Hint: the software prefetch of the
@@ -146,19 +113,19 @@ static void x16_q4_K_avx2(int n, const void* vg, const void* vy, size_t by, int 
       for (size_t l = 0; l < sizeof(block_q4_Kx16) / 64; l++) _mm_prefetch((const char*)(g + i) + X16_PF_AVX2 + 64 * l, (_mm_hint)Hint);
     const block_q8_K* y[kMaxRowsK];
     for (int t = 0; t < k; t++) y[t] = (const block_q8_K*)((const uint8_t*)vy + t * by) + i;
-    if (k <= 2) {  // whole lines (q4_K_x16_pass)
+    if (k <= 2) {  // whole lines
       const Q4KSb8 s[2] = {q4_K_x8_scales(g[i], 0), q4_K_x8_scales(g[i], 1)};
-      if (k == 1) q4_K_x16_pass<1>(g[i], s, y, acc, accm); else q4_K_x16_pass<2>(g[i], s, y, acc, accm);
+      if (k == 1) q4_K_x8_pass<2, 1>(g[i], 0, s, y, 0, acc, accm); else q4_K_x8_pass<2, 2>(g[i], 0, s, y, 0, acc, accm);
       continue;
     }
     for (int h = 0; h < 2; h++) {
       const Q4KSb8 s = q4_K_x8_scales(g[i], h);
       int t = 0;
-      for (; t + 4 <= k; t += 4) q4_K_x8_pass<4>(g[i], h, s, y + t, acc[h] + t, accm[h] + t);
+      for (; t + 4 <= k; t += 4) q4_K_x8_pass<1, 4>(g[i], h, &s, y + t, t, acc, accm);
       switch (k - t) {
-        case 1: q4_K_x8_pass<1>(g[i], h, s, y + t, acc[h] + t, accm[h] + t); break;
-        case 2: q4_K_x8_pass<2>(g[i], h, s, y + t, acc[h] + t, accm[h] + t); break;
-        case 3: q4_K_x8_pass<3>(g[i], h, s, y + t, acc[h] + t, accm[h] + t); break;
+        case 1: q4_K_x8_pass<1, 1>(g[i], h, &s, y + t, t, acc, accm); break;
+        case 2: q4_K_x8_pass<1, 2>(g[i], h, &s, y + t, t, acc, accm); break;
+        case 3: q4_K_x8_pass<1, 3>(g[i], h, &s, y + t, t, acc, accm); break;
         default: break;
       }
     }
@@ -184,9 +151,12 @@ static void x16_q4_K_avx2_g(int n, const uint8_t* g, size_t gstride, const uint8
       const block_q4_Kx16& b = ((const block_q4_Kx16*)(g + j * gstride))[i];
       if constexpr (KT <= 2) {
         const Q4KSb8 s[2] = {q4_K_x8_scales(b, 0), q4_K_x8_scales(b, 1)};
-        q4_K_x16_pass<KT>(b, s, y, acc[j], accm[j]);
+        q4_K_x8_pass<2, KT>(b, 0, s, y, 0, acc[j], accm[j]);
       } else {
-        for (int h = 0; h < 2; h++) q4_K_x8_pass<KT>(b, h, q4_K_x8_scales(b, h), y, acc[j][h], accm[j][h]);
+        for (int h = 0; h < 2; h++) {
+          const Q4KSb8 s = q4_K_x8_scales(b, h);
+          q4_K_x8_pass<1, KT>(b, h, &s, y, 0, acc[j], accm[j]);
+        }
       }
     }
   }
