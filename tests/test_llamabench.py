@@ -324,8 +324,9 @@ def test_vs_errors(fake_lb, tmp_path, capsys, monkeypatch):
 
 
 def test_warmup_settles_the_group_kernels_read_mode(monkeypatch):
-    """The warm-up decodes single tokens until cpu/prefetch_tune.h has chosen its read mode (else a prompt test
-    run first would take its batches in the modes being timed), and stops at once when it is chosen."""
+    """The warm-up repeats the test's own shape until cpu/prefetch_tune.h has chosen its read modes (a short prompt
+    its batches, which time the batch class; a long prompt or a generation test one-token decodes), else the test's
+    repetitions would run in the modes being timed; it stops at once when they are chosen."""
     class Core:
         def __init__(self, n):
             self.n = n
@@ -345,10 +346,12 @@ def test_warmup_settles_the_group_kernels_read_mode(monkeypatch):
             self.evals.append(list(toks))
     r = lb.PyllmRunner()
     r.n_vocab, r.bos = 100, 1
-    inst = Instance(model="m", n_prompt=4, n_gen=0, n_depth=0, n_batch=2048, n_ubatch=512, type_k="f16", type_v="f16",
-                    n_threads=1)
-    for n_measuring, decodes in ((3, 3), (0, 0)):
-        monkeypatch.setattr(lb, "_core", lambda c=Core(n_measuring): c)
-        ctx = Ctx()
-        r.warmup(ctx, inst)
-        assert len(ctx.evals) == 1 + decodes and all(len(e) == 1 for e in ctx.evals[1:])
+    for n_prompt, n_gen, shape in ((4, 0, [4]), (512, 0, [1]), (0, 16, [1]), (8, 16, [8, 1])):
+        inst = Instance(model="m", n_prompt=n_prompt, n_gen=n_gen, n_depth=0, n_batch=2048, n_ubatch=512,
+                        type_k="f16", type_v="f16", n_threads=1)
+        first = [n_prompt] * (n_prompt > 0) + [1] * (n_gen > 0)  # the warm-up's own prompt and decode
+        for n_measuring, rounds in ((3, 3), (0, 0)):
+            monkeypatch.setattr(lb, "_core", lambda c=Core(n_measuring): c)
+            ctx = Ctx()
+            r.warmup(ctx, inst)
+            assert [len(e) for e in ctx.evals] == first + shape * rounds, (n_prompt, n_gen, n_measuring)

@@ -17,15 +17,15 @@ void bind_bench(nb::module_& m) {
   m.def("read_bandwidth", &read_bandwidth, nb::arg("n_threads"), nb::arg("bytes"), nb::arg("passes") = 5,
         nb::call_guard<nb::gil_scoped_release>(),
         "Best of `passes` multithreaded reads of a `bytes` buffer, in bytes per second.");
-  m.def("x16_prefetch", [] { return std::string(x16_prefetch_name(x16_prefetch_chosen())); },
-        "The group kernels' decode read mode this process keeps (none, l1, l2, streams), or 'measuring' "
-        "(cpu/prefetch_tune.h).");
+  m.def("x16_prefetch", &x16_prefetch_summary,
+        "The group kernels' read mode this process keeps (none, l1, l2, streams; per weight type and class, "
+        "'q4_K decode l2, q4_K batch none', where they differ), or 'measuring' (cpu/prefetch_tune.h).");
   m.def("x16_prefetch_force", [](const std::string& mode) {
     int m = mode == "auto" ? -1 : -2;
     for (int i = 0; i < kX16PfModes; i++) if (mode == x16_prefetch_name(i)) m = i;
     if (m == -2) throw std::invalid_argument("x16_prefetch_force: '" + mode + "' (auto, none, l1, l2, streams)");
     x16_prefetch_force(m);
-  }, nb::arg("mode"), "Fix the group kernels' decode read mode (none, l1, l2, streams), or 'auto' to measure again.");
+  }, nb::arg("mode"), "Fix the group kernels' read mode (none, l1, l2, streams), or 'auto' to measure again.");
   using u8_in = nb::ndarray<const uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
   m.def("bench_matmul", [](int type, u8_in w, int64_t N, int64_t K, int B, int n_threads, int reps, bool grouped) {
     if (!type_id_valid(type) || !get_type_traits((ggml_type)type).compute)

@@ -171,7 +171,7 @@ static void mm_groups_tile(const Weight& W, const QuantActs& qa, x16_tile_fn til
 // groups left over (cut at the range's ends, or too few for a set) go through x16_tile.
 static void mm_groups(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy, int64_t n0, int64_t n1) {
   const type_traits& tt = get_type_traits(W.type);
-  const int mode = x16_prefetch_running();
+  const int mode = x16_prefetch_running(W.type, qa.B);
   const x16_tile_fn tile = x16_kernel(tt, mode);
   if (mode != kX16PfStreams || !tt.x16_streams || qa.B > tt.x16_streams_k)
     return mm_groups_tile(W, qa, tile, Y, ldy, n0, n1);
@@ -452,9 +452,10 @@ static MatmulJob plan_job(const Weight& W, const QuantActs& qa, MmPath path, con
 // tiny matrices (per-head norms, routers: < ~20 us) are not worth a dispatch, on either path
 constexpr int64_t kMinDispatchMacs = 262144;
 
-// A grouped decode product (the group kernels at one token) is timed for cpu/prefetch_tune.h while it measures.
+// A grouped product of up to kMaxRowsK tokens (one pass of the group kernels over the weights) is timed for
+// cpu/prefetch_tune.h while its tuner measures.
 static bool prefetch_timed(const Weight& W, const QuantActs& qa, MmPath path) {
-  return W.grouped && qa.B == 1 && path == MmPath::Rows;
+  return W.grouped && qa.B <= kMaxRowsK && path == MmPath::Rows;
 }
 static double ns_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
@@ -467,11 +468,11 @@ void matmul_q(ThreadPool& tp, const Weight& W, const QuantActs& qa, float* Y, in
   pack_for(path, inline_ ? nullptr : &tp, qa, tl_panels);
   const MatmulJob job = plan_job(W, qa, path, &tl_panels, Y, ldy, tp.n_threads());
   const size_t bytes = (size_t)W.ne[1] * W.nb1;
-  const int pf = prefetch_timed(W, qa, path) ? x16_prefetch_begin(bytes) : -1;
+  const int pf = prefetch_timed(W, qa, path) ? x16_prefetch_begin(W.type, qa.B, bytes) : -1;
   const auto t0 = std::chrono::steady_clock::now();
   if (inline_) for (int64_t c = 0; c < job.n_chunks(); c++) job.run(c);
   else tp.for_chunks(job.n_chunks(), [&](int64_t c) { job.run(c); });
-  if (pf >= 0) x16_prefetch_end(pf, bytes, ns_since(t0));
+  if (pf >= 0) x16_prefetch_end(W.type, qa.B, pf, bytes, ns_since(t0));
 }
 
 void matmul_multi(ThreadPool& tp, const MatmulOut* outs, int n_out, const float* X, int64_t ldx, int B) {
@@ -488,7 +489,7 @@ void matmul_multi(ThreadPool& tp, const MatmulOut* outs, int n_out, const float*
   const bool inline_ = macs < kMinDispatchMacs || tp.n_threads() == 1;
   MatmulJob jobs[kMaxMatmulMulti];
   int64_t first[kMaxMatmulMulti + 1] = {0};
-  bool timed = true;  // every output a grouped decode product
+  bool timed = true;  // every output a timed grouped product of one type
   size_t bytes = 0;
   for (int i = 0; i < n_out; i++) {
     const Weight& W = *outs[i].W;
@@ -503,10 +504,11 @@ void matmul_multi(ThreadPool& tp, const MatmulOut* outs, int n_out, const float*
     if (!packed[v][(int)path]) { pack_for(path, inline_ ? nullptr : &tp, qa[v], P); packed[v][(int)path] = true; }
     jobs[i] = plan_job(W, qa[v], path, &P, outs[i].Y, outs[i].ldy, tp.n_threads());
     first[i + 1] = first[i] + jobs[i].n_chunks();
-    timed = timed && prefetch_timed(W, qa[v], path);
+    timed = timed && prefetch_timed(W, qa[v], path) && W.type == outs[0].W->type;
     bytes += (size_t)W.ne[1] * W.nb1;
   }
-  const int pf = timed ? x16_prefetch_begin(bytes) : -1;
+  const ggml_type t0_type = outs[0].W->type;
+  const int pf = timed ? x16_prefetch_begin(t0_type, B, bytes) : -1;
   const auto t0 = std::chrono::steady_clock::now();
   auto run = [&](int64_t c) {
     int i = 0;
@@ -515,7 +517,7 @@ void matmul_multi(ThreadPool& tp, const MatmulOut* outs, int n_out, const float*
   };
   if (inline_) for (int64_t c = 0; c < first[n_out]; c++) run(c);
   else tp.for_chunks(first[n_out], run);
-  if (pf >= 0) x16_prefetch_end(pf, bytes, ns_since(t0));
+  if (pf >= 0) x16_prefetch_end(t0_type, B, pf, bytes, ns_since(t0));
 }
 
 void matmul_q_st(const Weight& W, const QuantActs& qa, float* Y, int64_t ldy, int64_t n0, int64_t n1) {

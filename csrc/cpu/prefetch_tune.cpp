@@ -11,36 +11,67 @@ namespace pyllm {
 
 namespace {
 constexpr size_t kMinBytes = size_t(1) << 20;  // smaller products are mostly fixed costs: noise
-constexpr int kMinCalls = 24;                   // per mode, and kMinBytesPerMode, before choosing
-constexpr double kMinBytesPerMode = 384.0 * (1 << 20);
+constexpr double kBlockBytes = 256.0 * (1 << 20);  // per block, with at least kBlockCalls products
+constexpr int kBlockCalls = 4;
+constexpr int kRounds = 4;  // blocks per mode: a 2-core VM's neighbours move a block's rate by 10-30 %
+// Another mode replaces the level's default (x16_tile) only when it is this much faster: on a Zen 4 VM whose
+// neighbours came and went, L2 (its default) ran decode at 14.3 t/s to none's 11.4 (medians of 8) in one
+// minute and tied with it in another; a tuner that measured in a tie kept none by a hair
+constexpr double kMargin = 1.03;
 
 const char* const kNames[kX16PfModes] = {"none", "l1", "l2", "streams"};
-std::atomic<int> g_running{-1};
-std::atomic<int> g_chosen{-2};  // -2: PYLLM_X16_PREFETCH not read yet
-std::mutex g_mu;
-double g_bytes[kX16PfModes], g_ns[kX16PfModes];
-int g_calls[kX16PfModes];
-unsigned g_next = 0;
 
-void reset_locked() {
-  for (int m = 0; m < kX16PfModes; m++) { g_bytes[m] = g_ns[m] = 0; g_calls[m] = 0; }
-  g_next = 0;
-}
-
-int chosen() {
-  int c = g_chosen.load(std::memory_order_relaxed);
-  if (c != -2) return c;
-  std::lock_guard<std::mutex> lk(g_mu);
-  c = g_chosen.load();
-  if (c != -2) return c;
-  c = -1;
-  if (const char* e = std::getenv("PYLLM_X16_PREFETCH"); e && *e && std::strcmp(e, "auto")) {
-    for (int m = 0; m < kX16PfModes; m++) if (!std::strcmp(e, kNames[m])) c = m;
-    if (c < 0) throw std::invalid_argument(std::string("PYLLM_X16_PREFETCH=") + e + ": expected auto, none, l1, l2 or streams");
+struct Tuner {
+  std::atomic<int> running{-1};  // the mode the kernels take (-1: the table's default, before any timing)
+  int chosen = -1;               // the kept mode, -1 while measuring
+  bool started = false;
+  int block = 0;                 // blocks done; the current block's mode is block % kX16PfModes
+  double block_bytes = 0;
+  int block_calls = 0;
+  double bytes[kX16PfModes] = {}, ns[kX16PfModes] = {};
+  void reset(int mode) {
+    running.store(mode);
+    chosen = -1;
+    started = false;
+    block = block_calls = 0;
+    block_bytes = 0;
+    for (int m = 0; m < kX16PfModes; m++) bytes[m] = ns[m] = 0;
   }
-  g_running.store(c);
-  g_chosen.store(c);
-  return c;
+};
+std::mutex g_mu;
+Tuner g_tuners[GGML_TYPE_COUNT][kX16Classes];
+int g_forced = -2;  // -2: PYLLM_X16_PREFETCH not read yet; -1: measure; else the mode for every tuner
+
+int forced_locked() {
+  if (g_forced != -2) return g_forced;
+  g_forced = -1;
+  if (const char* e = std::getenv("PYLLM_X16_PREFETCH"); e && *e && std::strcmp(e, "auto")) {
+    for (int m = 0; m < kX16PfModes; m++) if (!std::strcmp(e, kNames[m])) g_forced = m;
+    if (g_forced < 0) {
+      g_forced = -2;
+      throw std::invalid_argument(std::string("PYLLM_X16_PREFETCH=") + e + ": expected auto, none, l1, l2 or streams");
+    }
+  }
+  for (auto& row : g_tuners)
+    for (Tuner& t : row) t.running.store(g_forced);
+  return g_forced;
+}
+std::atomic<bool> g_env_read{false};
+void read_env() {
+  if (g_env_read.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lk(g_mu);
+  forced_locked();
+  g_env_read.store(true, std::memory_order_release);
+}
+// the mode whose kernel is the table's default for t (-1: none is)
+int default_mode(ggml_type t) {
+  const type_traits& tt = get_type_traits(t);
+  for (int m = 0; m < kX16PfModes; m++) if (tt.x16_tile_pf[m] && tt.x16_tile_pf[m] == tt.x16_tile) return m;
+  return -1;
+}
+Tuner& tuner(ggml_type t, int B) {
+  if ((int)t < 0 || (int)t >= GGML_TYPE_COUNT) throw std::invalid_argument("x16 prefetch: type " + std::to_string((int)t));
+  return g_tuners[t][x16_pf_class(B)];
 }
 }  // namespace
 
@@ -50,41 +81,75 @@ x16_tile_fn x16_kernel(const type_traits& t, int mode) {
 
 const char* x16_prefetch_name(int mode) { return mode >= 0 && mode < kX16PfModes ? kNames[mode] : "measuring"; }
 
-int x16_prefetch_running() { chosen(); return g_running.load(std::memory_order_relaxed); }
-int x16_prefetch_chosen() { return chosen(); }
+int x16_prefetch_running(ggml_type t, int B) {
+  read_env();
+  return tuner(t, B).running.load(std::memory_order_relaxed);
+}
+
+std::string x16_prefetch_summary() {
+  read_env();
+  std::lock_guard<std::mutex> lk(g_mu);
+  if (g_forced >= 0) return kNames[g_forced];
+  std::string all, one;
+  bool same = true;
+  for (int ty = 0; ty < GGML_TYPE_COUNT; ty++)
+    for (int c = 0; c < kX16Classes; c++) {
+      const Tuner& t = g_tuners[ty][c];
+      if (!t.started) continue;
+      if (t.chosen < 0) return "measuring";
+      if (!one.empty() && one != kNames[t.chosen]) same = false;
+      one = kNames[t.chosen];
+      all += std::string(all.empty() ? "" : ", ") + get_type_traits((ggml_type)ty).name + (c == kX16Decode ? " decode " : " batch ") + one;
+    }
+  if (one.empty()) return "measuring";
+  return same ? one : all;
+}
 
 void x16_prefetch_force(int mode) {
   if (mode < -1 || mode >= kX16PfModes) throw std::invalid_argument("x16 prefetch mode " + std::to_string(mode) + " (-1.." + std::to_string(kX16PfModes - 1) + ")");
-  chosen();
+  read_env();
   std::lock_guard<std::mutex> lk(g_mu);
-  reset_locked();
-  g_chosen.store(mode);
-  g_running.store(mode);
+  g_forced = mode;
+  for (auto& row : g_tuners)
+    for (Tuner& t : row) t.reset(mode);
 }
 
-int x16_prefetch_begin(size_t bytes) {
-  if (chosen() >= 0 || bytes < kMinBytes) return -1;
+int x16_prefetch_begin(ggml_type type, int B, size_t bytes) {
+  read_env();
+  if (B > kMaxRowsK || bytes < kMinBytes) return -1;
+  Tuner& t = tuner(type, B);
   std::lock_guard<std::mutex> lk(g_mu);
-  if (g_chosen.load() >= 0) return -1;
-  const int m = (int)(g_next++ % kX16PfModes);
-  g_running.store(m);
-  return m;
-}
-
-void x16_prefetch_end(int mode, size_t bytes, double ns) {
-  if (mode < 0) return;
-  std::lock_guard<std::mutex> lk(g_mu);
-  if (g_chosen.load() >= 0) return;
-  g_bytes[mode] += (double)bytes;
-  g_ns[mode] += ns;
-  g_calls[mode]++;
-  int best = 0;
-  for (int m = 0; m < kX16PfModes; m++) {
-    if (g_calls[m] < kMinCalls || g_bytes[m] < kMinBytesPerMode) { g_running.store(-1); return; }
-    if (g_bytes[m] / g_ns[m] > g_bytes[best] / g_ns[best]) best = m;
+  if (g_forced >= 0 || t.chosen >= 0) return -1;
+  if (!t.started) {
+    t.started = true;
+    t.running.store(0);
   }
-  g_chosen.store(best);
-  g_running.store(best);
+  return t.block % kX16PfModes;
+}
+
+void x16_prefetch_end(ggml_type type, int B, int mode, size_t bytes, double ns) {
+  if (mode < 0) return;
+  Tuner& t = tuner(type, B);
+  std::lock_guard<std::mutex> lk(g_mu);
+  if (g_forced >= 0 || t.chosen >= 0 || mode != t.block % kX16PfModes) return;
+  t.bytes[mode] += (double)bytes;
+  t.ns[mode] += ns;
+  t.block_bytes += (double)bytes;
+  if (++t.block_calls < kBlockCalls || t.block_bytes < kBlockBytes) return;
+  t.block_bytes = 0;
+  t.block_calls = 0;
+  if (++t.block < kRounds * kX16PfModes) {
+    t.running.store(t.block % kX16PfModes);
+    return;
+  }
+  auto rate = [&](int m) { return t.bytes[m] / t.ns[m]; };
+  int best = 0;
+  for (int m = 1; m < kX16PfModes; m++)
+    if (rate(m) > rate(best)) best = m;
+  const int d = default_mode(type);
+  if (d >= 0 && best != d && rate(best) < kMargin * rate(d)) best = d;
+  t.chosen = best;
+  t.running.store(best);
 }
 
 }  // namespace pyllm

@@ -275,14 +275,19 @@ class PyllmRunner:
             self._eval_all(ctx, self._prompt_batches(inst.n_prompt, inst.n_batch, inst.n_ubatch), "warmup prompt")
         if inst.n_gen > 0:
             self._eval_all(ctx, [self._tokens(1, True)], "warmup generation")
-        # the group kernels' read mode (cpu/prefetch_tune.h) is chosen by timing decode products in each mode in
-        # turn: settle it here, or a prompt test run first would take its batches in whatever mode is in turn
+        # the group kernels' read modes (cpu/prefetch_tune.h) are chosen by timing their products in each mode in
+        # turn, per weight type, for one token and for batches of 2-8: settle the ones this test runs here (a
+        # short prompt's batches, else one-token decodes), or its repetitions would run in the modes being timed
+        short = 1 < inst.n_prompt <= 8
         t0 = time.perf_counter()
-        for _ in range(64):  # one-token decodes at position 0 (the context may hold 8 tokens)
+        for _ in range(64):
             if _core().x16_prefetch() != "measuring" or time.perf_counter() - t0 > 30:
                 break
             ctx.seq_clear(0)
-            self._eval_all(ctx, [self._tokens(1, True)], "warmup decode")
+            if short:
+                self._eval_all(ctx, self._prompt_batches(inst.n_prompt, inst.n_batch, inst.n_ubatch), "warmup prompt")
+            if inst.n_gen > 0 or not short:  # at position 0 (the context may hold 8 tokens)
+                self._eval_all(ctx, [self._tokens(1, True)], "warmup decode")
         ctx.seq_clear(0)
 
 
@@ -433,6 +438,6 @@ def run(params: BenchParams, out=None, err=None) -> int:
             p.row(row)
     from pyllm import _core
     for p in printers:  # what the decode products measured (cpu/prefetch_tune.h), now that they ran
-        p.build = f"{_build()}, group-kernel decode prefetch: {_core.x16_prefetch()}"
+        p.build = f"{_build()}, group-kernel prefetch: {_core.x16_prefetch()}"
         p.footer()
     return 0

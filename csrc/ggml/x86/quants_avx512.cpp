@@ -1,6 +1,7 @@
 // AVX-512 (F/BW/VL/DQ + VNNI + BF16) kernels. Quantized dots use VNNI dpbusd on 256-bit vectors
 // (one 32-byte block per op; same integers as the AVX2 path); float dots use 512-bit vectors.
 // vec_dot_k (one weight row, k <= 8 activation rows) comes with every quantized kernel (both levels).
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <algorithm>

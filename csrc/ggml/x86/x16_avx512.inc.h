@@ -61,15 +61,19 @@ static inline void q4_K_x16_pass(const block_q4_Kx16& b, const Q4KSb& s, const b
 }
 // Software prefetch of the stream X16_PF bytes ahead; without it the group kernels stream at about half the
 // read bandwidth. The cache level is the machine's (bench_matmul A/B, B = 1, 188 MB Q4_K matrix): into L2 (T1)
-// on Intel (SPR: T0 and other distances were worse), into L1 (T0) on AMD (Zen 5: T1 90 %, T0 103 % of the
-// -t 1 probe). x16_prefetch_l1() picks the default at table setup; cpu/prefetch_tune.h measures the three
-// (none, L1, L2) as the process decodes and keeps the fastest.
+// on Intel (SPR: T0 and other distances were worse) and Zen 4, into L1 (T0) on Zen 5 (T1 90 %, T0 103 % of
+// the -t 1 probe; Zen 4 with T0: 27B-shaped Q4_K decode 9.8 t/s, T1 14.3). x16_prefetch_l1() picks the default
+// at table setup; cpu/prefetch_tune.h measures the modes as the process runs and keeps the fastest.
 #ifndef X16_PF
 #define X16_PF 9216
 #endif
-static bool x16_prefetch_l1() {
+static bool x16_prefetch_l1() {  // AMD family 26 (Zen 5) and later
   __builtin_cpu_init();
-  return __builtin_cpu_is("amd");
+  if (!__builtin_cpu_is("amd")) return false;
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+  const unsigned family = ((a >> 8) & 0xf) + ((a >> 20) & 0xff);
+  return family >= 26;
 }
 template <int Hint>  // Hint < 0: none
 static inline void x16_prefetch(const void* group, size_t bytes) {
