@@ -315,6 +315,20 @@ static float fa_row_typed(const FaRowT& a) {
   return S;
 }
 
+void store_kv(Memory& mem, int il, const ForwardIn& in, const float* k, const float* v, const AttnParams& p) {
+  const KVLayer& L = mem.kv[il];
+  const int64_t nk = (int64_t)p.Hkv * p.Dk, nv = (int64_t)p.Hkv * p.Dv;
+  const from_float_fn qk = L.tk == GGML_TYPE_F16 ? nullptr : kv_quantizer(L.tk);
+  const from_float_fn qv = L.tv == GGML_TYPE_F16 ? nullptr : kv_quantizer(L.tv);
+  for (int r = 0; r < in.n; r++) {
+    if (in.pos[r] >= mem.n_ctx_seq) throw std::runtime_error("position " + std::to_string(in.pos[r]) + " beyond the context size");
+    if (L.tk == GGML_TYPE_F16) store_f16((uint16_t*)mem.k_ptr(il, in.seq[r], in.pos[r]), k + r * nk, (int)nk);
+    else qk(k + r * nk, mem.k_ptr(il, in.seq[r], in.pos[r]), nk);
+    if (L.tv == GGML_TYPE_F16) store_f16((uint16_t*)mem.v_ptr(il, in.seq[r], in.pos[r]), v + r * nv, (int)nv);
+    else qv(v + r * nv, mem.v_ptr(il, in.seq[r], in.pos[r]), nv);
+  }
+}
+
 void attention(ThreadPool& tp, Memory& mem, int il, const ForwardIn& in, const float* q, const float* k,
                const float* v, float* out, const AttnParams& p) {
   const int n = in.n;
@@ -322,11 +336,7 @@ void attention(ThreadPool& tp, Memory& mem, int il, const ForwardIn& in, const f
   const KVLayer& L = mem.kv[il];
   if (L.tk != GGML_TYPE_F16 || L.tv != GGML_TYPE_F16)
     return attention_typed(tp, mem, il, in, q, k, v, out, p);
-  for (int r = 0; r < n; r++) {
-    if (in.pos[r] >= mem.n_ctx_seq) throw std::runtime_error("position " + std::to_string(in.pos[r]) + " beyond the context size");
-    store_f16((uint16_t*)mem.k_ptr(il, in.seq[r], in.pos[r]), k + r * nk, (int)nk);
-    store_f16((uint16_t*)mem.v_ptr(il, in.seq[r], in.pos[r]), v + r * nv, (int)nv);
-  }
+  store_kv(mem, il, in, k, v, p);
   // ggml: scale /= softcap; s = s*scale; s = softcap*tanhf(s)
   const float kq_scale = p.softcap > 0 ? p.scale / p.softcap : p.scale;
   int64_t work = 0;
@@ -371,19 +381,11 @@ void attention_typed(ThreadPool& tp, Memory& mem, int il, const ForwardIn& in, c
                      const float* v, float* out, const AttnParams& p) {
   const int n = in.n;
   const KVLayer& L = mem.kv[il];
-  const int64_t nk = (int64_t)p.Hkv * p.Dk, nv = (int64_t)p.Hkv * p.Dv;
   const type_traits& tkt = get_type_traits(L.tk);
   if (p.Dk % tkt.blck_size || p.Dv % get_type_traits(L.tv).blck_size)
     throw std::runtime_error(std::string("KV cache types ") + type_name(L.tk) + "/" + type_name(L.tv) +
                              ": head sizes " + std::to_string(p.Dk) + "/" + std::to_string(p.Dv) + " are not whole blocks");
-  const from_float_fn qk = kv_quantizer(L.tk), qv = kv_quantizer(L.tv);
-  for (int r = 0; r < n; r++) {
-    if (in.pos[r] >= mem.n_ctx_seq) throw std::runtime_error("position " + std::to_string(in.pos[r]) + " beyond the context size");
-    if (L.tk == GGML_TYPE_F16) store_f16((uint16_t*)mem.k_ptr(il, in.seq[r], in.pos[r]), k + r * nk, (int)nk);
-    else qk(k + r * nk, mem.k_ptr(il, in.seq[r], in.pos[r]), nk);
-    if (L.tv == GGML_TYPE_F16) store_f16((uint16_t*)mem.v_ptr(il, in.seq[r], in.pos[r]), v + r * nv, (int)nv);
-    else qv(v + r * nv, mem.v_ptr(il, in.seq[r], in.pos[r]), nv);
-  }
+  store_kv(mem, il, in, k, v, p);
   const ggml_type qt = L.tk == GGML_TYPE_F16 ? GGML_TYPE_F16 : tkt.vec_dot_type;
   const from_float_fn to_qt = qt == GGML_TYPE_F16 ? nullptr : kv_quantizer(qt);
   const size_t k_head = row_size(L.tk, p.Dk), v_head = row_size(L.tv, p.Dv);

@@ -20,6 +20,9 @@ struct AttnParams {
 void attention(ThreadPool& tp, Memory& mem, int il, const ForwardIn& in, const float* q, const float* k,
                const float* v, float* out, const AttnParams& p);
 
+// Only the cache writes of attention(): rows whose output nobody reads (the MTP block's catch-up rows)
+void store_kv(Memory& mem, int il, const ForwardIn& in, const float* k, const float* v, const AttnParams& p);
+
 // The same over KV caches of other types (Memory::set_kv_types: bf16, q8_0, q4_0); attention() calls it.
 void attention_typed(ThreadPool& tp, Memory& mem, int il, const ForwardIn& in, const float* q, const float* k,
                      const float* v, float* out, const AttnParams& p);

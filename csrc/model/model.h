@@ -45,6 +45,8 @@ class Model {
   std::string ftype_name() const;  // llama_ftype_name of general.file_type, e.g. "Q8_0"
   std::vector<int32_t> eog_ids;
   virtual std::unique_ptr<Memory> create_mtp_memory(int n_seq, int n_ctx_seq) const { (void)n_seq; (void)n_ctx_seq; return nullptr; }
+  // Only in.out_rows get outputs (hidden at their rows of in.hidden, logits when in.logits is set): every other
+  // row only writes its K/V, since nothing reads its output (catch-up rows)
   virtual void forward_mtp(ThreadPool& tp, Memory& mem, const ForwardIn& in) const { (void)tp; (void)mem; (void)in; }
   // the matrix forward_mtp's logits come from (the cheap draft head copies its rows), null without MTP
   virtual const Weight* mtp_head_weight() const { return nullptr; }

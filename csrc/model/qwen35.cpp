@@ -2,6 +2,7 @@
 // Gated DeltaNet layers and gated full-attention layers, plus one MTP (nextn) block at the end.
 // Formulas and GGUF names: shared/docs/llamacpp-mtp.md sections 1-3. The converter already baked
 // the weight transforms into the file (+1 on norms, ssm_a = -exp(A_log), tiled V heads).
+#include <algorithm>
 #include <cmath>
 
 #include "cpu/attention.h"
@@ -183,7 +184,10 @@ class Qwen35Model : public Model {
   }
 
   // Gated full attention: x_norm [n][E] -> out [n][E]; KV layer index kv_il in mem.
-  void attn_layer(ThreadPool& tp, Memory& mem, int kv_il, const Layer& L, const ForwardIn& in, const float* xn, float* out, Scratch& s) const {
+  // keep (ascending, n_keep of in's rows; null: all): only these rows' outputs are made, out [n_keep][E]; the
+  // others only write their K/V (the MTP block's catch-up rows, whose output nobody reads)
+  void attn_layer(ThreadPool& tp, Memory& mem, int kv_il, const Layer& L, const ForwardIn& in, const float* xn, float* out, Scratch& s,
+                  const int32_t* keep = nullptr, int n_keep = 0) const {
     const int n = in.n;
     const int64_t E = n_embd, nq = n_head * head_dim, nkv = n_head_kv * head_dim, D = head_dim;
     float* qg = Scratch::ensure(s.c, n * (2 * nq + 2 * nkv));  // [n][2*nq | nkv | nkv] (fused layout)
@@ -215,14 +219,33 @@ class Qwen35Model : public Model {
     }
     float* att = Scratch::ensure(s.g, n * nq);
     AttnParams ap{(int)n_head, (int)n_head_kv, (int)D, (int)D, 1.0f / std::sqrt((float)D), 0, 0.f};
-    attention(tp, mem, kv_il, in, q, k, v, att, ap);
-    for (int r = 0; r < n; r++)  // sigmoid output gate
+    ForwardIn sub = in;
+    std::vector<int32_t> spos, sseq;
+    int m = n;
+    if (keep) {  // every row's K/V, then the kept rows' queries (moved to the front: keep is ascending)
+      store_kv(mem, kv_il, in, k, v, ap);
+      if (n_keep == 0) return;
+      m = n_keep;
+      spos.resize(m); sseq.resize(m);
+      for (int i = 0; i < m; i++) {
+        const int r = keep[i];
+        spos[i] = in.pos[r]; sseq[i] = in.seq[r];
+        if (r == i) continue;
+        std::copy(q + r * nq, q + (r + 1) * nq, q + i * nq);
+        std::copy(k + r * nkv, k + (r + 1) * nkv, k + i * nkv);
+        std::copy(v + r * nkv, v + (r + 1) * nkv, v + i * nkv);
+        std::copy(qg + r * ld, qg + (r + 1) * ld, qg + i * ld);
+      }
+      sub.n = m; sub.pos = spos.data(); sub.seq = sseq.data();
+    }
+    attention(tp, mem, kv_il, sub, q, k, v, att, ap);
+    for (int r = 0; r < m; r++)  // sigmoid output gate
       for (int h = 0; h < n_head; h++) {
         const float* g = qg + r * ld + h * 2 * D + D;
         float* o = att + r * nq + h * D;
         for (int64_t i = 0; i < D; i++) o[i] *= sigmoid(g[i]);
       }
-    matmul(tp, L.wo, att, nq, n, out, E);
+    matmul(tp, L.wo, att, nq, m, out, E);
   }
 
   void gdn_layer(ThreadPool& tp, Memory& mem, int il, const Layer& L, const ForwardIn& in, const float* xn, float* out, Scratch& s) const {
@@ -274,14 +297,22 @@ class Qwen35Model : public Model {
   }
 
   // One transformer block body shared by the trunk and the MTP block: x += attn(RMS(x)); x += ffn(RMS(x)).
-  void block(ThreadPool& tp, Memory& mem, int mem_il, const Layer& L, const ForwardIn& in, float* x, Scratch& s) const {
-    const int n = in.n;
+  // keep / n_keep (full attention only): as attn_layer's; x then holds the kept rows, [n_keep][E]
+  void block(ThreadPool& tp, Memory& mem, int mem_il, const Layer& L, const ForwardIn& in, float* x, Scratch& s,
+             const int32_t* keep = nullptr, int n_keep = 0) const {
+    int n = in.n;
     const int64_t E = n_embd;
     float* xn = Scratch::ensure(s.b, n * E);
     float* t = Scratch::ensure(s.a2, n * E);
     for (int r = 0; r < n; r++) rms_norm(x + r * E, L.attn_norm.data(), xn + r * E, (int)E, eps);
     if (L.recurrent) gdn_layer(tp, mem, mem_il, L, in, xn, t, s);
-    else attn_layer(tp, mem, mem_il, L, in, xn, t, s);
+    else attn_layer(tp, mem, mem_il, L, in, xn, t, s, keep, n_keep);
+    if (keep) {
+      if (n_keep == 0) return;
+      for (int i = 0; i < n_keep; i++)
+        if (keep[i] != i) std::copy(x + keep[i] * E, x + (keep[i] + 1) * E, x + i * E);
+      n = n_keep;
+    }
     for (int64_t i = 0; i < n * E; i++) x[i] += t[i];
     for (int r = 0; r < n; r++) rms_norm(x + r * E, L.post_attention_norm.data(), xn + r * E, (int)E, eps);
     ffn(tp, L, xn, n, t, s);
@@ -317,10 +348,23 @@ class Qwen35Model : public Model {
       rms_norm(in.embd_in + r * E, L.hnorm.data(), c + E, (int)E, eps);
     }
     matmul(tp, L.eh_proj, cat, 2 * E, n, x, E);
-    block(tp, mem, 0, L, in, x, s);
-    for (int r = 0; r < n; r++) rms_norm(x + r * E, L.shared_head_norm.data(), x + r * E, (int)E, eps);
-    if (in.hidden) std::copy(x, x + n * E, in.hidden);
-    compute_logits(tp, mtp_head, x, E, in);
+    // Only the out rows get an output (hidden, logits): the others (catch-up rows, a draft's rows before
+    // its drafting row) are only wanted for their K/V, so their attention, output projection and FFN are
+    // skipped (in a catch-up, most of the block; each out row is computed as in a whole batch: the same bits)
+    const int m = in.n_out;
+    std::vector<int32_t> out(m + 1);  // + 1: a valid keep pointer when no row has an output
+    std::copy(in.out_rows, in.out_rows + m, out.begin());
+    std::sort(out.begin(), out.begin() + m);
+    block(tp, mem, 0, L, in, x, s, out.data(), m);
+    if (m == 0) return commit_runs(mem, in);
+    for (int r = 0; r < m; r++) rms_norm(x + r * E, L.shared_head_norm.data(), x + r * E, (int)E, eps);
+    if (in.hidden)  // at the rows' places in the batch, as before
+      for (int i = m - 1; i >= 0; i--) std::copy(x + i * E, x + (i + 1) * E, in.hidden + out[i] * E);
+    ForwardIn lo = in;  // logits in out_rows' order, from the kept rows (x holds them ascending)
+    std::vector<int32_t> at(m);
+    for (int i = 0; i < m; i++) at[i] = (int32_t)(std::lower_bound(out.begin(), out.begin() + m, in.out_rows[i]) - out.begin());
+    lo.out_rows = at.data();
+    compute_logits(tp, mtp_head, x, E, lo);
     commit_runs(mem, in);
   }
 

@@ -35,7 +35,7 @@ int64_t MtpDrafter::forward_draft(Memory& mem, ForwardIn in, float* hidden, floa
     return model_.n_vocab;
   }
   const int n_out = in.n_out;
-  in.logits = nullptr; in.n_out = 0;  // the MTP block only: the draft head makes the logits
+  in.logits = nullptr;  // the MTP block only (out rows' hidden states): the draft head makes the logits
   model_.forward_mtp(tp_, mem, in);
   compact_rows(hidden, in.out_rows, n_out);
   head_->logits(tp_, hidden, n_out, logits);
