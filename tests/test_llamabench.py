@@ -331,7 +331,8 @@ def test_warmup_settles_the_group_kernels_read_mode(monkeypatch):
         def __init__(self, n):
             self.n = n
 
-        def x16_prefetch(self):
+        def x16_prefetch(self, n_threads=0):
+            assert n_threads == 1  # the test's own pool size
             self.n -= 1
             return "measuring" if self.n >= 0 else "streams"
 

@@ -375,7 +375,13 @@ def test_x16_prefetch_modes_change_no_bit_and_get_measured():
                 break
         kept = c.x16_prefetch()
         assert kept in ("none", "l1", "l2", "streams") or (
-            b == 4 and re.fullmatch(r"q4_K decode (none|l1|l2|streams), q4_K batch (none|l1|l2|streams)", kept)), kept
+            b == 4 and re.fullmatch(r"q4_K decode -t 1 (none|l1|l2|streams), q4_K batch -t 1 (none|l1|l2|streams)", kept)), kept
+    # and per thread count: a 2-thread pool's products start their own tuner, which the 1-thread ones' choice leaves
+    # measuring (the bench's warm-up asks for its own pool size)
+    assert c.x16_prefetch(1) != "measuring" and c.x16_prefetch(2) == "measuring"
+    want = bits(c.matmul(int(QT.Q4_K), w, n_rows, xs[:1], 1, grouped=False))
+    assert np.array_equal(bits(c.matmul(int(QT.Q4_K), w, n_rows, xs[:1], 2, grouped=True)), want)
+    assert c.x16_prefetch() == "measuring" and c.x16_prefetch(1) != "measuring"
     with pytest.raises(ValueError, match="l3"):
         c.x16_prefetch_force("l3")
 

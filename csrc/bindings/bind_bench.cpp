@@ -17,9 +17,10 @@ void bind_bench(nb::module_& m) {
   m.def("read_bandwidth", &read_bandwidth, nb::arg("n_threads"), nb::arg("bytes"), nb::arg("passes") = 5,
         nb::call_guard<nb::gil_scoped_release>(),
         "Best of `passes` multithreaded reads of a `bytes` buffer, in bytes per second.");
-  m.def("x16_prefetch", &x16_prefetch_summary,
-        "The group kernels' read mode this process keeps (none, l1, l2, streams; per weight type and class, "
-        "'q4_K decode l2, q4_K batch none', where they differ), or 'measuring' (cpu/prefetch_tune.h).");
+  m.def("x16_prefetch", &x16_prefetch_summary, nb::arg("n_threads") = 0,
+        "The group kernels' read mode this process keeps (none, l1, l2, streams; per weight type, class and thread "
+        "count, 'q4_K decode -t 2 l2, q4_K batch -t 2 none', where they differ), or 'measuring' "
+        "(cpu/prefetch_tune.h); n_threads > 0: only the tuners of pools of that size.");
   m.def("x16_prefetch_force", [](const std::string& mode) {
     int m = mode == "auto" ? -1 : -2;
     for (int i = 0; i < kX16PfModes; i++) if (mode == x16_prefetch_name(i)) m = i;

@@ -462,6 +462,7 @@ static double ns_since(std::chrono::steady_clock::time_point t0) {
 }
 
 void matmul_q(ThreadPool& tp, const Weight& W, const QuantActs& qa, float* Y, int64_t ldy) {
+  x16_prefetch_threads(tp.n_threads());
   const bool inline_ = W.ne[1] * W.ne[0] * qa.B < kMinDispatchMacs || tp.n_threads() == 1;
   thread_local Panels tl_panels;  // the caller's; the workers see it through the job (a thread_local is not captured)
   const MmPath path = choose_path(W, qa);
@@ -476,6 +477,7 @@ void matmul_q(ThreadPool& tp, const Weight& W, const QuantActs& qa, float* Y, in
 }
 
 void matmul_multi(ThreadPool& tp, const MatmulOut* outs, int n_out, const float* X, int64_t ldx, int B) {
+  x16_prefetch_threads(tp.n_threads());
   if (n_out < 1 || n_out > kMaxMatmulMulti) throw std::invalid_argument("matmul_multi: 1.." + std::to_string(kMaxMatmulMulti) + " outputs");
   const int64_t K = outs[0].W->ne[0];
   // activations once per vec_dot_type (and panels once per type and path), all outputs' chunks in one dispatch

@@ -1,5 +1,6 @@
 #include "cpu/prefetch_tune.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -38,8 +39,11 @@ struct Tuner {
     for (int m = 0; m < kX16PfModes; m++) bytes[m] = ns[m] = 0;
   }
 };
+constexpr int kThreadKeys = 16;  // pools of 16 threads and more share one tuner
 std::mutex g_mu;
-Tuner g_tuners[GGML_TYPE_COUNT][kX16Classes];
+Tuner g_tuners[GGML_TYPE_COUNT][kX16Classes][kThreadKeys];
+std::atomic<int> g_threads{1};
+int thread_key(int n) { return std::clamp(n, 1, kThreadKeys) - 1; }
 int g_forced = -2;  // -2: PYLLM_X16_PREFETCH not read yet; -1: measure; else the mode for every tuner
 
 int forced_locked() {
@@ -53,7 +57,8 @@ int forced_locked() {
     }
   }
   for (auto& row : g_tuners)
-    for (Tuner& t : row) t.running.store(g_forced);
+    for (auto& col : row)
+      for (Tuner& t : col) t.running.store(g_forced);
   return g_forced;
 }
 std::atomic<bool> g_env_read{false};
@@ -71,7 +76,7 @@ int default_mode(ggml_type t) {
 }
 Tuner& tuner(ggml_type t, int B) {
   if ((int)t < 0 || (int)t >= GGML_TYPE_COUNT) throw std::invalid_argument("x16 prefetch: type " + std::to_string((int)t));
-  return g_tuners[t][x16_pf_class(B)];
+  return g_tuners[t][x16_pf_class(B)][g_threads.load(std::memory_order_relaxed)];
 }
 }  // namespace
 
@@ -81,26 +86,30 @@ x16_tile_fn x16_kernel(const type_traits& t, int mode) {
 
 const char* x16_prefetch_name(int mode) { return mode >= 0 && mode < kX16PfModes ? kNames[mode] : "measuring"; }
 
+void x16_prefetch_threads(int n_threads) { g_threads.store(thread_key(n_threads), std::memory_order_relaxed); }
+
 int x16_prefetch_running(ggml_type t, int B) {
   read_env();
   return tuner(t, B).running.load(std::memory_order_relaxed);
 }
 
-std::string x16_prefetch_summary() {
+std::string x16_prefetch_summary(int n_threads) {
   read_env();
   std::lock_guard<std::mutex> lk(g_mu);
   if (g_forced >= 0) return kNames[g_forced];
   std::string all, one;
   bool same = true;
   for (int ty = 0; ty < GGML_TYPE_COUNT; ty++)
-    for (int c = 0; c < kX16Classes; c++) {
-      const Tuner& t = g_tuners[ty][c];
-      if (!t.started) continue;
-      if (t.chosen < 0) return "measuring";
-      if (!one.empty() && one != kNames[t.chosen]) same = false;
-      one = kNames[t.chosen];
-      all += std::string(all.empty() ? "" : ", ") + get_type_traits((ggml_type)ty).name + (c == kX16Decode ? " decode " : " batch ") + one;
-    }
+    for (int c = 0; c < kX16Classes; c++)
+      for (int k = 0; k < kThreadKeys; k++) {
+        const Tuner& t = g_tuners[ty][c][k];
+        if (!t.started || (n_threads > 0 && k != thread_key(n_threads))) continue;
+        if (t.chosen < 0) return "measuring";
+        if (!one.empty() && one != kNames[t.chosen]) same = false;
+        one = kNames[t.chosen];
+        all += std::string(all.empty() ? "" : ", ") + get_type_traits((ggml_type)ty).name +
+               (c == kX16Decode ? " decode -t " : " batch -t ") + std::to_string(k + 1) + (k + 1 == kThreadKeys ? "+ " : " ") + one;
+      }
   if (one.empty()) return "measuring";
   return same ? one : all;
 }
@@ -111,7 +120,8 @@ void x16_prefetch_force(int mode) {
   std::lock_guard<std::mutex> lk(g_mu);
   g_forced = mode;
   for (auto& row : g_tuners)
-    for (Tuner& t : row) t.reset(mode);
+    for (auto& col : row)
+      for (Tuner& t : col) t.reset(mode);
 }
 
 int x16_prefetch_begin(ggml_type type, int B, size_t bytes) {
