@@ -4,6 +4,8 @@
 // the weight transforms into the file (+1 on norms, ssm_a = -exp(A_log), tiled V heads).
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <utility>
 
 #include "cpu/attention.h"
 #include "cpu/delta_net.h"
@@ -34,6 +36,12 @@ struct Layer {
   Weight eh_proj;
   std::vector<float> enorm, hnorm, shared_head_norm;
 };
+
+// rows keep[0..n) (ascending) of a [rows][w] buffer moved to its first n rows (each moves down or stays)
+void rows_to_front(float* a, int64_t w, const int32_t* keep, int n) {
+  for (int i = 0; i < n; i++)
+    if (keep[i] != i) std::copy(a + keep[i] * w, a + (keep[i] + 1) * w, a + i * w);
+}
 
 class Qwen35Model : public Model {
  public:
@@ -184,10 +192,10 @@ class Qwen35Model : public Model {
   }
 
   // Gated full attention: x_norm [n][E] -> out [n][E]; KV layer index kv_il in mem.
-  // keep (ascending, n_keep of in's rows; null: all): only these rows' outputs are made, out [n_keep][E]; the
-  // others only write their K/V (the MTP block's catch-up rows, whose output nobody reads)
+  // n_keep >= 0: only in's rows keep[0..n_keep) (ascending) get outputs, out [n_keep][E]; the others only write
+  // their K/V (the MTP block's catch-up rows, whose output nobody reads)
   void attn_layer(ThreadPool& tp, Memory& mem, int kv_il, const Layer& L, const ForwardIn& in, const float* xn, float* out, Scratch& s,
-                  const int32_t* keep = nullptr, int n_keep = 0) const {
+                  const int32_t* keep = nullptr, int n_keep = -1) const {
     const int n = in.n;
     const int64_t E = n_embd, nq = n_head * head_dim, nkv = n_head_kv * head_dim, D = head_dim;
     float* qg = Scratch::ensure(s.c, n * (2 * nq + 2 * nkv));  // [n][2*nq | nkv | nkv] (fused layout)
@@ -222,20 +230,13 @@ class Qwen35Model : public Model {
     ForwardIn sub = in;
     std::vector<int32_t> spos, sseq;
     int m = n;
-    if (keep) {  // every row's K/V, then the kept rows' queries (moved to the front: keep is ascending)
+    if (n_keep >= 0) {  // every row's K/V, then the kept rows' queries (moved to the front)
       store_kv(mem, kv_il, in, k, v, ap);
       if (n_keep == 0) return;
       m = n_keep;
       spos.resize(m); sseq.resize(m);
-      for (int i = 0; i < m; i++) {
-        const int r = keep[i];
-        spos[i] = in.pos[r]; sseq[i] = in.seq[r];
-        if (r == i) continue;
-        std::copy(q + r * nq, q + (r + 1) * nq, q + i * nq);
-        std::copy(k + r * nkv, k + (r + 1) * nkv, k + i * nkv);
-        std::copy(v + r * nkv, v + (r + 1) * nkv, v + i * nkv);
-        std::copy(qg + r * ld, qg + (r + 1) * ld, qg + i * ld);
-      }
+      for (int i = 0; i < m; i++) { spos[i] = in.pos[keep[i]]; sseq[i] = in.seq[keep[i]]; }
+      for (auto [a, w] : {std::pair{q, nq}, {k, nkv}, {v, nkv}, {qg, ld}}) rows_to_front(a, w, keep, m);
       sub.n = m; sub.pos = spos.data(); sub.seq = sseq.data();
     }
     attention(tp, mem, kv_il, sub, q, k, v, att, ap);
@@ -299,7 +300,7 @@ class Qwen35Model : public Model {
   // One transformer block body shared by the trunk and the MTP block: x += attn(RMS(x)); x += ffn(RMS(x)).
   // keep / n_keep (full attention only): as attn_layer's; x then holds the kept rows, [n_keep][E]
   void block(ThreadPool& tp, Memory& mem, int mem_il, const Layer& L, const ForwardIn& in, float* x, Scratch& s,
-             const int32_t* keep = nullptr, int n_keep = 0) const {
+             const int32_t* keep = nullptr, int n_keep = -1) const {
     int n = in.n;
     const int64_t E = n_embd;
     float* xn = Scratch::ensure(s.b, n * E);
@@ -307,10 +308,9 @@ class Qwen35Model : public Model {
     for (int r = 0; r < n; r++) rms_norm(x + r * E, L.attn_norm.data(), xn + r * E, (int)E, eps);
     if (L.recurrent) gdn_layer(tp, mem, mem_il, L, in, xn, t, s);
     else attn_layer(tp, mem, mem_il, L, in, xn, t, s, keep, n_keep);
-    if (keep) {
+    if (n_keep >= 0) {
       if (n_keep == 0) return;
-      for (int i = 0; i < n_keep; i++)
-        if (keep[i] != i) std::copy(x + keep[i] * E, x + (keep[i] + 1) * E, x + i * E);
+      rows_to_front(x, E, keep, n_keep);
       n = n_keep;
     }
     for (int64_t i = 0; i < n * E; i++) x[i] += t[i];
@@ -352,19 +352,15 @@ class Qwen35Model : public Model {
     // its drafting row) are only wanted for their K/V, so their attention, output projection and FFN are
     // skipped (in a catch-up, most of the block; each out row is computed as in a whole batch: the same bits)
     const int m = in.n_out;
-    std::vector<int32_t> out(m + 1);  // + 1: a valid keep pointer when no row has an output
-    std::copy(in.out_rows, in.out_rows + m, out.begin());
-    std::sort(out.begin(), out.begin() + m);
-    block(tp, mem, 0, L, in, x, s, out.data(), m);
-    if (m == 0) return commit_runs(mem, in);
-    for (int r = 0; r < m; r++) rms_norm(x + r * E, L.shared_head_norm.data(), x + r * E, (int)E, eps);
-    if (in.hidden)  // at the rows' places in the batch, as before
-      for (int i = m - 1; i >= 0; i--) std::copy(x + i * E, x + (i + 1) * E, in.hidden + out[i] * E);
-    ForwardIn lo = in;  // logits in out_rows' order, from the kept rows (x holds them ascending)
-    std::vector<int32_t> at(m);
-    for (int i = 0; i < m; i++) at[i] = (int32_t)(std::lower_bound(out.begin(), out.begin() + m, in.out_rows[i]) - out.begin());
-    lo.out_rows = at.data();
-    compute_logits(tp, mtp_head, x, E, lo);
+    for (int i = 1; i < m; i++)  // the drafter's rows are ascending (its compact_rows needs it too)
+      if (in.out_rows[i] <= in.out_rows[i - 1]) throw std::logic_error("forward_mtp: out_rows must be ascending");
+    block(tp, mem, 0, L, in, x, s, in.out_rows, m);
+    if (m > 0) {
+      for (int r = 0; r < m; r++) rms_norm(x + r * E, L.shared_head_norm.data(), x + r * E, (int)E, eps);
+      if (in.hidden)  // at the rows' places in the batch, as before
+        for (int i = 0; i < m; i++) std::copy(x + i * E, x + (i + 1) * E, in.hidden + in.out_rows[i] * E);
+      if (in.logits) matmul(tp, mtp_head, x, E, m, in.logits, mtp_head.ne[1]);  // x holds the out rows, in order
+    }
     commit_runs(mem, in);
   }
 

@@ -276,8 +276,9 @@ class PyllmRunner:
         if inst.n_gen > 0:
             self._eval_all(ctx, [self._tokens(1, True)], "warmup generation")
         # the group kernels' read modes (cpu/prefetch_tune.h) are chosen by timing their products in each mode in
-        # turn, per weight type and thread count, for one token and for batches of 2-8: settle the ones this test runs here (a
-        # short prompt's batches, else one-token decodes), or its repetitions would run in the modes being timed
+        # turn, per weight type and thread count, for one token and for batches of 2-8: settle the ones this test
+        # runs here (a short prompt's batches, else one-token decodes), or its repetitions would run in the modes
+        # being timed
         short = 1 < inst.n_prompt <= 8
         t0 = time.perf_counter()
         for _ in range(64):
