@@ -484,7 +484,7 @@ OPTIONS: list = [
     Opt(("-kvo", "--kv-offload"), "ignore", value=False, neg=("-nkvo", "--no-kv-offload"), env="LLAMA_ARG_KV_OFFLOAD"),
     Opt(("--op-offload",), "ignore", value=False, neg=("--no-op-offload",)),
     Opt(("--repack",), "bool", "repack", env="LLAMA_ARG_REPACK", neg=("-nr", "--no-repack"),
-        help="Q4_K, IQ4_NL and Q8_0 matrices into 16-row groups at load where the CPU has AVX-512 (default: on; --no-repack keeps the file's layout)"),
+        help="matrices into 16-row groups at load: Q4_K, IQ4_NL and Q8_0 on AVX-512 CPUs, Q4_K, Q4_0 and Q4_1 on AVX2 ones (default: on; --no-repack keeps the file's layout)"),
     Opt(("--no-host",), "ignore", value=False, env="LLAMA_ARG_NO_HOST"),
     Opt(("-bs", "--backend-sampling"), "ignore", value=False, env="LLAMA_ARG_BACKEND_SAMPLING"),
     Opt(("--numa",), "ignore", env="LLAMA_ARG_NUMA"),

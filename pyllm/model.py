@@ -56,7 +56,7 @@ class Model:
         """The load's weight conversion as one log line (--repack)."""
         if not self.n_grouped:
             return ("weights in the file's layout (no matrix put into 16-row groups: --no-repack, a SIMD level without group "
-                    "kernels (AVX-512: Q4_K, IQ4_NL, Q8_0; AVX2: Q4_K), or no such matrix with rows in 16s)")
+                    "kernels (AVX-512: Q4_K, IQ4_NL, Q8_0; AVX2: Q4_K, Q4_0, Q4_1), or no such matrix with rows in 16s)")
         mib = 2 ** 20
         where = (f"{self.grouped_copied_bytes / mib:.2f} MiB of them copied out of the mapped file into anonymous memory"
                  if self.grouped_copied_bytes else "converted in place")

@@ -389,20 +389,21 @@ def test_rss_after_load(key):
     assert r["rss"] <= limit, f"RSS {r['rss']} > file {size} + KV {r['kv']} + 100 MiB"
 
 
-@pytest.mark.parametrize("name", ["qwen35-Q4_K_M", "moe-fused-Q4_K_M", "gemma3", "qwen35-Q8_0", "moe-Q8_0"])
+@pytest.mark.parametrize("name", ["qwen35-Q4_K_M", "moe-fused-Q4_K_M", "gemma3", "qwen35-Q8_0", "moe-Q8_0", "smollm2"])
 def test_repack_changes_no_bits(name):
-    """--repack (Q4_K and Q8_0 matrices in 16-row groups at load at avx512/amx, Q4_K at avx2) == --no-repack, bit for bit: prompt,
+    """--repack (Q4_K and Q8_0 matrices in 16-row groups at load at avx512/amx, Q4_K, Q4_0 and Q4_1 at avx2) == --no-repack, bit for bit: prompt,
     a verification-sized batch and decode steps give the same logits (embedding rows of a grouped token_embd,
     a fused gate_up expert matrix sliced at its middle, tied heads), and the load says what it converted."""
-    from conftest import gemma3_path
-    path = gemma3_path() if name == "gemma3" else model_path(name)
+    from conftest import gemma3_path, smollm2_path
+    path = {"gemma3": gemma3_path, "smollm2": smollm2_path}.get(name, lambda: model_path(name))()
     if path is None or not os.path.exists(str(path)):
         pytest.skip(f"{name} is not installed")
     grouped = _core.Model(str(path))
     plain = _core.Model(str(path), repack=False)
     assert plain.n_grouped == 0 and plain.grouped_bytes == 0
     lv = _core.simd_level()
-    groups = lv in ("avx512", "amx") or (lv == "avx2" and "Q8_0" not in name)  # the levels' group kernels
+    # the levels' group kernels (SmolLM2: Q4_1, grouped at avx2 only)
+    groups = lv == "avx2" if name == "smollm2" else lv in ("avx512", "amx") or (lv == "avx2" and "Q8_0" not in name)
     if groups:
         assert grouped.n_grouped > 0 and grouped.grouped_bytes > 0
         # read into memory (small file): converted in place, no copy

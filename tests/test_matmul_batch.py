@@ -271,13 +271,37 @@ def test_grouped_q8_0_equals_rows(level):
         assert_grouped_gives(level, t, w, n_rows, x, want)
 
 
-@pytest.mark.parametrize("level", [lv for lv in LEVELS if lv in ("avx512", "amx")])
-def test_grouped_q8_0_keeps_nothing_across_matmuls(level):
-    """The Q8_0 group kernel keeps each activation block's lane-sum starts for the groups of one matmul chunk
-    (X16ActsScope): a second matmul whose rows sit in the same buffer (the matmul's own quantized activations)
-    with other values must not meet the first one's."""
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("t", [QT.Q4_0, QT.Q4_1])
+def test_grouped_q4_0_q4_1_equals_rows(level, t):
+    """Q4_0 / Q4_1 in 16-row groups (a model's load at avx2) keep the SIMD vec_dot's arithmetic (8 lane chains per
+    row, hsum8's tree, then Q4_1's min chain; Q4_0's -8 as the token's lane correction): every path (the group
+    kernel for 1..8 tokens and the rest past 8, prefill-sized batches, 1 and 2 threads; at the scalar level the
+    reference) gives each pair the GGUF rows' bits at the SIMD levels (avx2's, which are avx512's), including rows
+    whose nibbles are all 0 or all 15 against activations at their extremes."""
+    rng = np.random.default_rng(59)
+    bs = 18 if t == QT.Q4_0 else 20  # block bytes; the 16 qs bytes last
+    for k, n_rows in ((32 * 9, 48), (1024, 32), (32 * 163, 16)):
+        w = weights(t, n_rows, k, rng)
+        blk = w.reshape(n_rows, k // 32, bs)
+        blk[0, :, bs - 16:] = 0xFF    # row 0: every nibble 15
+        blk[1, :, bs - 16:] = 0x00    # row 1: every nibble 0
+        x = rng.standard_normal((70, k)).astype(np.float32)
+        x[3] *= 1e-3
+        x[4] = 127.0                  # q8 all 127
+        x[5] = -127.0
+        c.set_simd_level("avx2")
+        want = np.concatenate([c.matmul(int(t), w, n_rows, x[b:b + 1]) for b in range(len(x))])
+        assert_grouped_gives(level, t, w, n_rows, x, want)
+
+
+@pytest.mark.parametrize("level,t", [(lv, QT.Q8_0) for lv in LEVELS if lv in ("avx512", "amx")]
+                         + [(lv, QT.Q4_0) for lv in LEVELS if lv != "scalar"])
+def test_grouped_keeps_nothing_across_matmuls(level, t):
+    """The Q8_0 (AVX-512) and Q4_0 (AVX2) group kernels keep what they derive from each activation block (lane-sum
+    starts, lane corrections) for the groups of one matmul chunk (X16ActsScope): a second matmul whose rows sit in
+    the same buffer (the matmul's own quantized activations) with other values must not meet the first one's."""
     rng = np.random.default_rng(53)
-    t = QT.Q8_0
     w = weights(t, 64, 1024, rng)
     xs = [rng.standard_normal((8, 1024)).astype(np.float32) for _ in range(3)]
     c.set_simd_level("avx2")

@@ -18,7 +18,9 @@ X16ActsScope::X16ActsScope() {
 X16ActsScope::~X16ActsScope() { tl_scope = 0; }
 unsigned x16_acts_scope() { return tl_scope; }
 
-bool interleave_supported(ggml_type t) { return t == GGML_TYPE_Q4_K || t == GGML_TYPE_IQ4_NL || t == GGML_TYPE_Q8_0; }
+bool interleave_supported(ggml_type t) {
+  return t == GGML_TYPE_Q4_K || t == GGML_TYPE_IQ4_NL || t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_1;
+}
 
 static void check(ggml_type t, int64_t K) {
   if (!interleave_supported(t)) throw std::invalid_argument(std::string("no 16-row group layout for type ") + type_name(t));
@@ -44,6 +46,16 @@ static void q8_0_fields(block_q8_0& b, block_q8_0x16& o, int r, Fn&& mv) {
   mv(&b.d, &o.d[r], 2);
   for (int v = 0; v < 8; v++) mv(b.qs + 4 * v, &o.qs[v][r], 4, 0x80);  // + 128: the xor is its own inverse
 }
+template <class Fn>
+static void q4_0_fields(block_q4_0& b, block_q4_0x16& o, int r, Fn&& mv) {
+  mv(&b.d, &o.d[r], 2);
+  for (int v = 0; v < 4; v++) mv(b.qs + 4 * v, &o.qs[v][r], 4);
+}
+template <class Fn>
+static void q4_1_fields(block_q4_1& b, block_q4_1x16& o, int r, Fn&& mv) {
+  mv(&b.d, &o.d[r], 2); mv(&b.m, &o.m[r], 2);
+  for (int v = 0; v < 4; v++) mv(b.qs + 4 * v, &o.qs[v][r], 4);
+}
 // group <- rows (to_group) or row r <- group, block by block
 template <class B, class G, class F>
 static void convert(const uint8_t* rows, size_t rb, uint8_t* grp, int64_t nb, int r0, int r1, bool to_group, F fields) {
@@ -64,6 +76,10 @@ static void convert_any(ggml_type t, const uint8_t* rows, size_t rb, uint8_t* gr
     convert<block_q4_K, block_q4_Kx16>(rw, rb, grp, K / QK_K, r0, r1, to_group, [](auto& b, auto& o, int r, auto&& mv) { q4_K_fields(b, o, r, mv); });
   else if (t == GGML_TYPE_IQ4_NL)
     convert<block_iq4_nl, block_iq4_nlx16>(rw, rb, grp, K / QK4_NL, r0, r1, to_group, [](auto& b, auto& o, int r, auto&& mv) { iq4_nl_fields(b, o, r, mv); });
+  else if (t == GGML_TYPE_Q4_0)
+    convert<block_q4_0, block_q4_0x16>(rw, rb, grp, K / QK4_0, r0, r1, to_group, [](auto& b, auto& o, int r, auto&& mv) { q4_0_fields(b, o, r, mv); });
+  else if (t == GGML_TYPE_Q4_1)
+    convert<block_q4_1, block_q4_1x16>(rw, rb, grp, K / QK4_1, r0, r1, to_group, [](auto& b, auto& o, int r, auto&& mv) { q4_1_fields(b, o, r, mv); });
   else
     convert<block_q8_0, block_q8_0x16>(rw, rb, grp, K / QK8_0, r0, r1, to_group, [](auto& b, auto& o, int r, auto&& mv) { q8_0_fields(b, o, r, mv); });
 }
@@ -128,18 +144,38 @@ void x16_iq4_nl_ref(int K, const void* vg, const void* vy, size_t by, int k, flo
   });
 }
 
+// The SIMD vec_dot's arithmetic for 32-blocks (quants_simd.inc.h): lane l sums the products of elements
+// 4l..4l+3 exactly, a_l = fma(p_l, dx * dy, a_l) block after block, then hsum8's tree. w(x, j): element j of x.
+template <class B, class Y, class W>
+static float lanes8(const B* x, const Y* y, int nb, W w) {
+  float a[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  for (int b = 0; b < nb; b++) {
+    const float dd = fp16_to_fp32(x[b].d) * fp16_to_fp32(y[b].d);
+    for (int l = 0; l < 8; l++) {
+      int p = 0;
+      for (int j = 4 * l; j < 4 * l + 4; j++) p += w(x[b], j) * y[b].qs[j];
+      a[l] = std::fma((float)p, dd, a[l]);
+    }
+  }
+  return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));  // hsum8
+}
+static int nibble(const uint8_t* qs, int j) { return j < 16 ? qs[j] & 15 : qs[j - 16] >> 4; }
+
 void x16_q8_0_ref(int K, const void* vg, const void* vy, size_t by, int k, float* C, size_t ldc) {
   ref_rows<block_q8_0, block_q8_0>(GGML_TYPE_Q8_0, K, vg, vy, by, k, C, ldc, [K](const block_q8_0* x, const block_q8_0* y) {
-    float a[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};  // the SIMD vec_dot's lanes
-    for (int b = 0; b < K / QK8_0; b++) {
-      const float dd = fp16_to_fp32(x[b].d) * fp16_to_fp32(y[b].d);
-      for (int l = 0; l < 8; l++) {
-        int p = 0;
-        for (int j = 4 * l; j < 4 * l + 4; j++) p += x[b].qs[j] * y[b].qs[j];
-        a[l] = std::fma((float)p, dd, a[l]);
-      }
-    }
-    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));  // hsum8
+    return lanes8(x, y, K / QK8_0, [](const block_q8_0& b, int j) { return (int)b.qs[j]; });
+  });
+}
+void x16_q4_0_ref(int K, const void* vg, const void* vy, size_t by, int k, float* C, size_t ldc) {
+  ref_rows<block_q4_0, block_q8_0>(GGML_TYPE_Q4_0, K, vg, vy, by, k, C, ldc, [K](const block_q4_0* x, const block_q8_0* y) {
+    return lanes8(x, y, K / QK4_0, [](const block_q4_0& b, int j) { return nibble(b.qs, j) - 8; });
+  });
+}
+void x16_q4_1_ref(int K, const void* vg, const void* vy, size_t by, int k, float* C, size_t ldc) {
+  ref_rows<block_q4_1, block_q8_1>(GGML_TYPE_Q4_1, K, vg, vy, by, k, C, ldc, [K](const block_q4_1* x, const block_q8_1* y) {
+    float accm = 0.f;  // the min chain, m * y.s block after block
+    for (int b = 0; b < K / QK4_1; b++) accm = std::fma(fp16_to_fp32(x[b].m), fp16_to_fp32(y[b].s), accm);
+    return lanes8(x, y, K / QK4_1, [](const block_q4_1& b, int j) { return nibble(b.qs, j); }) + accm;
   });
 }
 

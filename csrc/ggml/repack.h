@@ -27,6 +27,17 @@ struct block_iq4_nlx16 {
   uint32_t qs[4][kGroupRows];  // word v (bytes 4v..4v+3) of row r's 16 qs bytes
 };
 static_assert(sizeof(block_iq4_nlx16) == kGroupRows * sizeof(block_iq4_nl), "block_iq4_nlx16 size");
+// Q4_0 and Q4_1, block b of a group (288 / 320 bytes = 16 GGUF blocks).
+struct block_q4_0x16 {
+  half d[kGroupRows];
+  uint32_t qs[4][kGroupRows];  // word v (bytes 4v..4v+3) of row r's 16 qs bytes
+};
+static_assert(sizeof(block_q4_0x16) == kGroupRows * sizeof(block_q4_0), "block_q4_0x16 size");
+struct block_q4_1x16 {
+  half d[kGroupRows], m[kGroupRows];
+  uint32_t qs[4][kGroupRows];
+};
+static_assert(sizeof(block_q4_1x16) == kGroupRows * sizeof(block_q4_1), "block_q4_1x16 size");
 // Q8_0, block b of a group (544 bytes = 16 block_q8_0). The weights are stored + 128 (qs ^ 0x80, unsigned), the
 // operand dpbusd takes unsigned, so the activations stay as they are.
 struct block_q8_0x16 {
@@ -35,7 +46,7 @@ struct block_q8_0x16 {
 };
 static_assert(sizeof(block_q8_0x16) == kGroupRows * sizeof(block_q8_0), "block_q8_0x16 size");
 
-// The types with a group layout (and a group kernel at every SIMD level).
+// The types with a group layout (and a group kernel at every SIMD level; Q4_0 / Q4_1 take the AVX2 one there).
 bool interleave_supported(ggml_type t);
 // n_rows (a multiple of 16) rows of K elements: GGUF blocks at src -> groups at dst (dst == src allowed).
 void interleave_rows(ggml_type t, const uint8_t* src, uint8_t* dst, int64_t n_rows, int64_t K);
@@ -60,8 +71,11 @@ unsigned x16_acts_scope();
 // vec_dot's). Q8_0: the SIMD vec_dot's arithmetic (its 8 lanes: lane l sums bytes 4l..4l+3 of each block
 // exactly and does fma(p_l, d * y.d, acc_l) block after block; then hsum8's tree), so a grouped row has
 // the bits of the GGUF layout at the SIMD levels (the scalar vec_dot's one chain differs in the last bits).
+// Q4_0 and Q4_1: the same 8 lanes (Q4_1 then adds its min chain fma(m, y.s, accm) after the tree).
 void x16_q4_K_ref(int K, const void* g, const void* y, size_t by, int k, float* C, size_t ldc);
 void x16_iq4_nl_ref(int K, const void* g, const void* y, size_t by, int k, float* C, size_t ldc);
 void x16_q8_0_ref(int K, const void* g, const void* y, size_t by, int k, float* C, size_t ldc);
+void x16_q4_0_ref(int K, const void* g, const void* y, size_t by, int k, float* C, size_t ldc);
+void x16_q4_1_ref(int K, const void* g, const void* y, size_t by, int k, float* C, size_t ldc);
 
 }  // namespace pyllm

@@ -171,6 +171,8 @@ static void init_table() {
   table[GGML_TYPE_Q4_K].x16_tile = x16_q4_K_ref;  // ggml/repack.h
   table[GGML_TYPE_IQ4_NL].x16_tile = x16_iq4_nl_ref;
   table[GGML_TYPE_Q8_0].x16_tile = x16_q8_0_ref;
+  table[GGML_TYPE_Q4_0].x16_tile = x16_q4_0_ref;
+  table[GGML_TYPE_Q4_1].x16_tile = x16_q4_1_ref;
   for (auto& t : table) t.from_float_act = t.from_float;
   table[GGML_TYPE_Q8_0].from_float_act = quantize_row_q8_0_act;
   table[GGML_TYPE_Q8_1].from_float_act = quantize_row_q8_1_act;

@@ -70,8 +70,9 @@ test parameters:
   -t, --threads <n>                     (default: physical cores: {threads})
   -mmp, --mmap <0|1>                    (default: pyllm reads the file into memory when it takes at most half
                                         of the available memory, else maps it; llama-bench maps it)
-  --repack <0|1>                        (default: 1; pyllm: Q4_K, IQ4_NL and Q8_0 matrices into 16-row groups
-                                        at load on AVX-512 CPUs, llama.cpp: its CPU weight repacking)
+  --repack <0|1>                        (default: 1; pyllm: matrices into 16-row groups at load, Q4_K, IQ4_NL
+                                        and Q8_0 on AVX-512 CPUs, Q4_K, Q4_0 and Q4_1 on AVX2 ones; llama.cpp:
+                                        its CPU weight repacking)
 
 pyllm additions:
   --vs PATH                             also run llama-bench (PATH) on the same file and flags, interleaved

@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "ggml/fp16.h"
 #include "ggml/repack.h"
@@ -26,6 +27,7 @@ namespace x86_avx2 {
 
 #include "ggml/x86/gemm_avx2.inc.h"
 #include "ggml/x86/x16_avx2.inc.h"
+#include "ggml/x86/x16_b32_avx2.inc.h"
 
 static void vd_f32(int n, float* s, const void* vx, const void* vy) {
   const float* x = (const float*)vx; const float* y = (const float*)vy;
@@ -116,6 +118,7 @@ void quants_override_avx2(type_traits* t) {
   install_lowbit_kernels(t, true);
   install_gemm_tiles(t);
   install_x16_kernels(t);
+  install_x16_b32_kernels(t);
   t[GGML_TYPE_Q8_K].from_float = quantize_q8_K;
   t[GGML_TYPE_Q8_K].from_float_act = quantize_q8_K;
   // F32/F16 keep the table's ggml_vec_dot_f32/_f16 (vec_dot_ggml.h): same bits at every level

@@ -548,6 +548,9 @@ void quants_override_avx512(type_traits* t) {
   t[GGML_TYPE_Q8_0].x16_streams = x16_q8_0_512_streams; t[GGML_TYPE_Q8_0].x16_streams_k = 1;
   x16(GGML_TYPE_IQ4_NL, x16_iq4_nl_512<-1>, x16_iq4_nl_512<_MM_HINT_T0>, x16_iq4_nl_512<_MM_HINT_T1>);
   x16(GGML_TYPE_Q8_0, x16_q8_0_512<-1>, x16_q8_0_512<_MM_HINT_T0>, x16_q8_0_512<_MM_HINT_T1>);
+  // Q4_0 / Q4_1 keep the AVX2 group kernel (the same bits) for a grouped matmul, but a model's load leaves them in
+  // GGUF rows here: this level's row kernels (gemv_rows_256, its tiles, AMX dec tiles) were not measured against it
+  t[GGML_TYPE_Q4_0].x16_simd = t[GGML_TYPE_Q4_1].x16_simd = false;
   // F32/F16 keep the table's ggml_vec_dot_f32/_f16 (vec_dot_ggml.h): same bits at every level
   t[GGML_TYPE_BF16].vec_dot = vd_bf16;
   t[GGML_TYPE_F16].to_float = f16_to_float;
