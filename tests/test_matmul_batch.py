@@ -248,44 +248,28 @@ def test_grouped_q4_K_equals_rows(level):
         c.matmul(int(QT.Q6_K), weights(QT.Q6_K, 16, 256, rng), 16, x[:1, :256], grouped=True)
 
 
+# per type: block bytes, offset of its weight bytes, and two fills of them at the extremes
+B32_EXTREMES = {QT.Q8_0: (34, 2, 0x80, 0x7F),   # every weight -128 / 127
+                QT.Q4_0: (18, 2, 0xFF, 0x00),   # every nibble 15 / 0
+                QT.Q4_1: (20, 4, 0xFF, 0x00)}
+
+
 @pytest.mark.parametrize("level", LEVELS)
-def test_grouped_q8_0_equals_rows(level):
-    """Q8_0 in 16-row groups (weights stored + 128) keeps the SIMD vec_dot's arithmetic (8 lane chains per row,
-    then hsum8's tree): every path (the group kernel for 1..8 tokens and the rest past 8, the AMX tiles from
-    64 tokens, 1 and 2 threads; at the scalar level the reference) gives each pair the bits of the GGUF rows at
-    the SIMD levels (avx2's, which are avx512's), including rows at -128 and 127 against activations at their
-    extremes."""
+@pytest.mark.parametrize("t", list(B32_EXTREMES))
+def test_grouped_b32_equals_rows(level, t):
+    """Q8_0 (weights stored + 128), Q4_0 and Q4_1 in 16-row groups keep the SIMD vec_dot's arithmetic (8 lane
+    chains per row, then hsum8's tree; Q4_1's min chain after it, Q4_0's -8 as the token's lane correction at
+    avx2): every path (the group kernel for 1..8 tokens and the rest past 8, the AMX tiles from 64 tokens, 1 and 2
+    threads; at the scalar level the reference) gives each pair the bits of the GGUF rows at the SIMD levels
+    (avx2's, which are avx512's), including rows whose weights all sit at either extreme against activations at
+    theirs."""
     rng = np.random.default_rng(47)
-    t = QT.Q8_0
-    for k, n_rows in ((32 * 9, 48), (1024, 32), (32 * 163, 16)):
-        w = weights(t, n_rows, k, rng)
-        blk = w.reshape(n_rows, k // 32, 34)
-        blk[0, :, 2:] = 0x80          # row 0: every weight -128
-        blk[1, :, 2:] = 0x7F          # row 1: every weight 127
-        x = rng.standard_normal((70, k)).astype(np.float32)
-        x[3] *= 1e-3
-        x[4] = 127.0                  # q8 all 127
-        x[5] = -127.0
-        c.set_simd_level("avx2")
-        want = np.concatenate([c.matmul(int(t), w, n_rows, x[b:b + 1]) for b in range(len(x))])
-        assert_grouped_gives(level, t, w, n_rows, x, want)
-
-
-@pytest.mark.parametrize("level", LEVELS)
-@pytest.mark.parametrize("t", [QT.Q4_0, QT.Q4_1])
-def test_grouped_q4_0_q4_1_equals_rows(level, t):
-    """Q4_0 / Q4_1 in 16-row groups (a model's load at avx2) keep the SIMD vec_dot's arithmetic (8 lane chains per
-    row, hsum8's tree, then Q4_1's min chain; Q4_0's -8 as the token's lane correction): every path (the group
-    kernel for 1..8 tokens and the rest past 8, prefill-sized batches, 1 and 2 threads; at the scalar level the
-    reference) gives each pair the GGUF rows' bits at the SIMD levels (avx2's, which are avx512's), including rows
-    whose nibbles are all 0 or all 15 against activations at their extremes."""
-    rng = np.random.default_rng(59)
-    bs = 18 if t == QT.Q4_0 else 20  # block bytes; the 16 qs bytes last
+    bs, off, lo, hi = B32_EXTREMES[t]
     for k, n_rows in ((32 * 9, 48), (1024, 32), (32 * 163, 16)):
         w = weights(t, n_rows, k, rng)
         blk = w.reshape(n_rows, k // 32, bs)
-        blk[0, :, bs - 16:] = 0xFF    # row 0: every nibble 15
-        blk[1, :, bs - 16:] = 0x00    # row 1: every nibble 0
+        blk[0, :, off:] = lo
+        blk[1, :, off:] = hi
         x = rng.standard_normal((70, k)).astype(np.float32)
         x[3] *= 1e-3
         x[4] = 127.0                  # q8 all 127

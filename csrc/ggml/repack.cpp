@@ -36,8 +36,8 @@ static void q4_K_fields(block_q4_K& b, block_q4_Kx16& o, int r, Fn&& mv) {
   for (int w = 0; w < 3; w++) mv(b.scales + 4 * w, &o.scales[w][r], 4);
   for (int v = 0; v < 32; v++) mv(b.qs + 4 * v, &o.qs[v][r], 4);
 }
-template <class Fn>
-static void iq4_nl_fields(block_iq4_nl& b, block_iq4_nlx16& o, int r, Fn&& mv) {
+template <class B, class G, class Fn>  // IQ4_NL and Q4_0: d, then 16 qs bytes
+static void d_qs16_fields(B& b, G& o, int r, Fn&& mv) {
   mv(&b.d, &o.d[r], 2);
   for (int v = 0; v < 4; v++) mv(b.qs + 4 * v, &o.qs[v][r], 4);
 }
@@ -45,11 +45,6 @@ template <class Fn>
 static void q8_0_fields(block_q8_0& b, block_q8_0x16& o, int r, Fn&& mv) {
   mv(&b.d, &o.d[r], 2);
   for (int v = 0; v < 8; v++) mv(b.qs + 4 * v, &o.qs[v][r], 4, 0x80);  // + 128: the xor is its own inverse
-}
-template <class Fn>
-static void q4_0_fields(block_q4_0& b, block_q4_0x16& o, int r, Fn&& mv) {
-  mv(&b.d, &o.d[r], 2);
-  for (int v = 0; v < 4; v++) mv(b.qs + 4 * v, &o.qs[v][r], 4);
 }
 template <class Fn>
 static void q4_1_fields(block_q4_1& b, block_q4_1x16& o, int r, Fn&& mv) {
@@ -75,9 +70,9 @@ static void convert_any(ggml_type t, const uint8_t* rows, size_t rb, uint8_t* gr
   if (t == GGML_TYPE_Q4_K)
     convert<block_q4_K, block_q4_Kx16>(rw, rb, grp, K / QK_K, r0, r1, to_group, [](auto& b, auto& o, int r, auto&& mv) { q4_K_fields(b, o, r, mv); });
   else if (t == GGML_TYPE_IQ4_NL)
-    convert<block_iq4_nl, block_iq4_nlx16>(rw, rb, grp, K / QK4_NL, r0, r1, to_group, [](auto& b, auto& o, int r, auto&& mv) { iq4_nl_fields(b, o, r, mv); });
+    convert<block_iq4_nl, block_iq4_nlx16>(rw, rb, grp, K / QK4_NL, r0, r1, to_group, [](auto& b, auto& o, int r, auto&& mv) { d_qs16_fields(b, o, r, mv); });
   else if (t == GGML_TYPE_Q4_0)
-    convert<block_q4_0, block_q4_0x16>(rw, rb, grp, K / QK4_0, r0, r1, to_group, [](auto& b, auto& o, int r, auto&& mv) { q4_0_fields(b, o, r, mv); });
+    convert<block_q4_0, block_q4_0x16>(rw, rb, grp, K / QK4_0, r0, r1, to_group, [](auto& b, auto& o, int r, auto&& mv) { d_qs16_fields(b, o, r, mv); });
   else if (t == GGML_TYPE_Q4_1)
     convert<block_q4_1, block_q4_1x16>(rw, rb, grp, K / QK4_1, r0, r1, to_group, [](auto& b, auto& o, int r, auto&& mv) { q4_1_fields(b, o, r, mv); });
   else
