@@ -424,6 +424,27 @@ def test_repack_changes_no_bits(name):
 
 
 @pytest.mark.parametrize("arch", ["qwen35", "qwen35moe"])
+@pytest.mark.parametrize("qtype", ["q4_0", "q4_1"])
+def test_grouped_q4_0_q4_1_model_equals_rows(tiny_gguf, arch, qtype):
+    """Q4_0 / Q4_1 matrices in 16-row groups (a load at avx2) keep the GGUF rows' arithmetic: a prompt in one batch,
+    in pieces of 1, 7 and the rest, and token by token give --no-repack's logits bit for bit (the MoE model's
+    experts, gathered per batch, included)."""
+    path = tiny_gguf("--arch", arch, "--type", qtype)
+    m = _core.Model(str(path))
+    if _core.simd_level() == "avx2":
+        assert m.n_grouped > 0
+    ids = [(7 * i + 3) % 200 + 10 for i in range(80)]
+    want = np.asarray(new_context(_core.Model(str(path), repack=False), 128).eval(0, ids, True))[-1]
+    one = new_context(m, 128).eval(0, ids, True)
+    ctx = new_context(m, 128)
+    parts = [ctx.eval(0, ids[:1], True), ctx.eval(0, ids[1:8], True), ctx.eval(0, ids[8:], True)]
+    ctx = new_context(m, 128)
+    steps = [ctx.eval(0, [i], True) for i in ids]
+    for got in (one, parts[-1], steps[-1]):
+        assert np.array_equal(np.asarray(got)[-1].view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("arch", ["qwen35", "qwen35moe"])
 def test_grouped_iq4_nl_model_batch_invariant(tiny_gguf, arch):
     """IQ4_NL matrices in 16-row groups (llama.cpp's repacked-IQ4_NL arithmetic, so --no-repack differs in the
     last bits): a prompt evaluated in one batch (AMX tiles from 64 tokens), in pieces of 1, 7 and the rest, and
