@@ -4,14 +4,16 @@
 //
 // The GGUF rows' vec_dot (quants_simd.inc.h) keeps 8 lanes per row: lane l sums the products of a block's
 // elements 4l..4l+3 exactly, does fma(p_l, dx * dy, acc_l) block after block, and hsum8's tree joins the lanes
-// at the end (Q4_1 then adds its min chain fma(m, y.s, accm)). A group's 256-bit vector holds word v (4 bytes) of
-// 8 rows, so lane l of 8 rows is one vector and each row's 8 chains are 8 accumulator vectors: the same
-// integers (maddubs + madd of the unsigned nibbles, exact; Q4_0's - 8 as the token's lane correction
-// -8 * (sum of its 4 bytes), made once per matmul chunk), the same fmas and the same tree, so a grouped row has its GGUF row's bits for any k. Those 8 accumulators (plus the min
-// chain) per half-group and token leave no registers for a second token, so each (half, token) pass runs over the
-// group's blocks: the first from memory, the others from L1/L2, each redoing the 2-op decode per lane.
-// Against the GGUF-row kernels this drops per (row, block) the unpack, the d and m conversions and half the
-// multiplies (Zen 3, -t 1, in cache, N = K = 2048, GMAC/s: see the commit).
+// at the end (Q4_1 then adds its min chain fma(m, y.s, accm)). A group's 256-bit vector holds word v (4 bytes)
+// of 8 rows, so lane l of 8 rows is one vector and each row's 8 chains are 8 accumulator vectors: the same
+// integers (maddubs + madd of the unsigned nibbles, exact; Q4_0's -8 as the token's lane correction
+// -8 * (sum of its 4 bytes), made once per matmul chunk), the same fmas and the same tree, so a grouped row
+// has its GGUF row's bits for any k. Those 8 accumulators (plus the min chain) per half-group and token leave
+// no registers for a second token, so each (half, token) pass runs over the group's blocks: the first from
+// memory, the others from L1/L2, each redoing the 2-op decode per lane.
+// Against the GGUF-row kernels this drops per (row, block) the unpack, the d and m conversions and the
+// horizontal sums (Zen 3, -t 1, medians of 7, groups / rows: Q4_1 in cache B = 1 25.3 / 10.0 GMAC/s, B = 8
+// 1.13x, streaming B = 1 1.44x; Q4_0 in cache B = 1 2.24x, batches 0.98-1.14x).
 
 struct B32Q4_0 {
   typedef block_q4_0x16 G;
@@ -23,8 +25,9 @@ struct B32Q4_1 {
   typedef block_q8_1 Y;
   static constexpr bool kMin = true;  // the min chain fma(m, y.s, accm)
 };
-// (Q8_0 stays on its GGUF rows at this level: its weights need sign(y, w) on |w| per lane and token, and the
-// group kernel ran no faster than the rows; the AVX-512 level has its own.)
+// (Q8_0 stays on its GGUF rows at this level: its weights need sign(y, w) on |w| per lane and token; that group
+// kernel was 1.78x the rows at B = 1 in cache but no faster from B = 4, and slower from memory (0.86x at B = 1,
+// 0.75x at B = 4), where the rows prefetch the next row. The AVX-512 level has its own.)
 
 // acc += p * dd for one lane of 8 rows, p = the exact sum of the 4 products nibble * y (pairs at most
 // 15 * 127 * 2 < 2^15) plus corr (Q4_0's -8 * sum(y), else 0)
