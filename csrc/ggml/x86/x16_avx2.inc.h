@@ -178,13 +178,18 @@ static void x16_q4_K_avx2_streams(int n, const void* vg, size_t gstride, const v
 // The default reads without software prefetch: on a Zen 2 (bench_matmul, B = 1, 178 MB Q4_K, -t 1) every
 // prefetch mode and distance tried (1-16 super-blocks ahead, T0 / T1 / NTA) was 10-30 % slower than none;
 // cpu/prefetch_tune.h still measures the modes on the machine at hand and keeps the fastest.
+// A group kernel's read modes (none also stands in for streams where the type has no x16_streams); the default
+// reads without prefetch.
+static void install_x16_modes(type_traits& q, x16_tile_fn none, x16_tile_fn l1, x16_tile_fn l2) {
+  q.x16_tile_pf[kX16PfNone] = q.x16_tile_pf[kX16PfStreams] = none;
+  q.x16_tile_pf[kX16PfL1] = l1;
+  q.x16_tile_pf[kX16PfL2] = l2;
+  q.x16_tile = none;
+  q.x16_simd = true;
+}
 static void install_x16_kernels(type_traits* t) {
   type_traits& q = t[GGML_TYPE_Q4_K];
-  q.x16_tile_pf[kX16PfNone] = q.x16_tile_pf[kX16PfStreams] = x16_q4_K_avx2<-1>;
-  q.x16_tile_pf[kX16PfL1] = x16_q4_K_avx2<_MM_HINT_T0>;
-  q.x16_tile_pf[kX16PfL2] = x16_q4_K_avx2<_MM_HINT_T1>;
-  q.x16_tile = q.x16_tile_pf[kX16PfNone];
+  install_x16_modes(q, x16_q4_K_avx2<-1>, x16_q4_K_avx2<_MM_HINT_T0>, x16_q4_K_avx2<_MM_HINT_T1>);
   q.x16_streams = x16_q4_K_avx2_streams;
   q.x16_streams_k = 4;
-  q.x16_simd = true;
 }

@@ -77,11 +77,12 @@ static void b32_x8_pass(int nb, const typename X::G* g, int h, const typename X:
         for (size_t o = 0; o < sizeof(typename X::G); o += 64) _mm_prefetch((const char*)(g + b) + X16_PF_AVX2 + o, (_mm_hint)Hint);
     const typename X::G& gb = g[b];
     const int8_t* yq = y[b].qs;
+    const int32_t* cb = kCorr ? corr + 8 * b : nullptr;  // this block's lane corrections (Q4_0)
     const __m256 dd = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(gb.d + 8 * h))), h2f8(y[b].d));
     for (int v = 0; v < 4; v++) {  // word v: lane v (low nibbles, elements 4v..) and lane v + 4 (high, 16 + 4v..)
       const __m256i w = _mm256_loadu_si256((const __m256i*)(gb.qs[v] + 8 * h));
-      b32_lane<kCorr>(_mm256_and_si256(w, m4), yq + 4 * v, corr + 8 * b + v, dd, acc[v]);
-      b32_lane<kCorr>(_mm256_and_si256(_mm256_srli_epi16(w, 4), m4), yq + 16 + 4 * v, corr + 8 * b + v + 4, dd, acc[v + 4]);
+      b32_lane<kCorr>(_mm256_and_si256(w, m4), yq + 4 * v, cb + v, dd, acc[v]);
+      b32_lane<kCorr>(_mm256_and_si256(_mm256_srli_epi16(w, 4), m4), yq + 16 + 4 * v, cb + v + 4, dd, acc[v + 4]);
     }
     if constexpr (X::kMin)
       accm = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(gb.m + 8 * h))), h2f8(y[b].s), accm);
@@ -104,11 +105,7 @@ static void x16_b32_avx2(int n, const void* vg, const void* vy, size_t by, int k
 
 template <class X>
 static void install_x16_b32(type_traits& q) {
-  q.x16_tile_pf[kX16PfNone] = q.x16_tile_pf[kX16PfStreams] = x16_b32_avx2<X, -1>;
-  q.x16_tile_pf[kX16PfL1] = x16_b32_avx2<X, _MM_HINT_T0>;
-  q.x16_tile_pf[kX16PfL2] = x16_b32_avx2<X, _MM_HINT_T1>;
-  q.x16_tile = q.x16_tile_pf[kX16PfNone];
-  q.x16_simd = true;
+  install_x16_modes(q, x16_b32_avx2<X, -1>, x16_b32_avx2<X, _MM_HINT_T0>, x16_b32_avx2<X, _MM_HINT_T1>);
 }
 static void install_x16_b32_kernels(type_traits* t) {
   install_x16_b32<B32Q4_0>(t[GGML_TYPE_Q4_0]);
