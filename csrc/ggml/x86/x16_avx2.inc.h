@@ -10,9 +10,16 @@
 // vector-multiply pipe, which bounds the AVX2 batches. The float side is dot_q4_K_rp's fma(is, d * y.d, acc),
 // fma(imin, dmin * y.d, accm) per lane and its acc - accm, so each row's bits are vec_dot_rp's for any k.
 
-struct Q4KSb8 {  // one super-block's scales for 8 rows: sc in bytes 0..3 of slo (sub-blocks 0..3) / shi (4..7)
+// byte q of each 32-bit lane of v as the int16 pair (b, b): one byte shuffle
+static inline __m256i scale_pair(__m256i v, int q) {
+  const char z = (char)0x80;  // + q keeps the high bit: still a zero byte
+  const __m256i base = _mm256_setr_epi8(0, z, 0, z, 4, z, 4, z, 8, z, 8, z, 12, z, 12, z,
+                                        0, z, 0, z, 4, z, 4, z, 8, z, 8, z, 12, z, 12, z);
+  return _mm256_shuffle_epi8(v, _mm256_add_epi8(base, _mm256_set1_epi8((char)q)));
+}
+struct Q4KSb8 {  // one super-block's scales for 8 rows, made once per half for all its tokens
   __m256 d, dm;
-  __m256i slo, shi, mp[4];  // mp: (m0, m2), (m1, m3), (m4, m6), (m5, m7) as int16 pairs
+  __m256i sp[8], mp[4];  // sp[j]: (sc_j, sc_j); mp: (m0, m2), (m1, m3), (m4, m6), (m5, m7) as int16 pairs
 };
 static inline Q4KSb8 q4_K_x8_scales(const block_q4_Kx16& b, int h) {
   Q4KSb8 s;
@@ -23,48 +30,61 @@ static inline Q4KSb8 q4_K_x8_scales(const block_q4_Kx16& b, int h) {
                 w2 = _mm256_loadu_si256((const __m256i*)(b.scales[2] + 8 * h));
   const __m256i c3f = _mm256_set1_epi32(0x3F3F3F3F), c0f = _mm256_set1_epi32(0x0F0F0F0F),
                 c30 = _mm256_set1_epi32(0x30303030), c00ff = _mm256_set1_epi32(0x00FF00FF);
-  s.slo = _mm256_and_si256(w0, c3f);
-  s.shi = _mm256_or_si256(_mm256_and_si256(w2, c0f), _mm256_and_si256(_mm256_srli_epi32(w0, 2), c30));
+  const __m256i slo = _mm256_and_si256(w0, c3f);  // sc_0..3 in bytes 0..3 of each lane, sc_4..7 in shi
+  const __m256i shi = _mm256_or_si256(_mm256_and_si256(w2, c0f), _mm256_and_si256(_mm256_srli_epi32(w0, 2), c30));
+  for (int j = 0; j < 4; j++) {
+    s.sp[j] = scale_pair(slo, j);
+    s.sp[4 + j] = scale_pair(shi, j);
+  }
   const __m256i mlo = _mm256_and_si256(w1, c3f);
   const __m256i mhi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(w2, 4), c0f), _mm256_and_si256(_mm256_srli_epi32(w1, 2), c30));
   s.mp[0] = _mm256_and_si256(mlo, c00ff); s.mp[1] = _mm256_and_si256(_mm256_srli_epi32(mlo, 8), c00ff);
   s.mp[2] = _mm256_and_si256(mhi, c00ff); s.mp[3] = _mm256_and_si256(_mm256_srli_epi32(mhi, 8), c00ff);
   return s;
 }
-// y's bsums of sub-blocks a and b as an int16 pair
-static inline int32_t ybs_pair8(const block_q8_K* y, int a, int b) {
-  const int sa = y->bsums[2 * a] + y->bsums[2 * a + 1], sb = y->bsums[2 * b] + y->bsums[2 * b + 1];
-  return (int32_t)((uint32_t)(uint16_t)sa | (uint32_t)(uint16_t)sb << 16);
+// A token's sub-block sums s_j (two bsums each, |s_j| <= 32 * 128 fits int16) as the broadcast int16 pairs the
+// (min, min) pairs take: (s0, s2), (s1, s3), (s4, s6), (s5, s7). Made once per token and super-block for both
+// halves, with vector ops (the scalar pairs it replaced were a fifth of an 8-token matmul's time on a Zen 3).
+struct Q8KPairs {
+  __m256i p[4];
+  __m256 d;
+};
+static inline Q8KPairs q8_K_pairs(const block_q8_K* y) {
+  const __m256i s = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i*)y->bsums), _mm256_set1_epi16(1));
+  const __m256i s16 = _mm256_packs_epi32(s, s);  // per 128-bit lane: s0 s1 s2 s3 s0 s1 s2 s3 (s4.. in the high lane)
+  const __m256i q = _mm256_shuffle_epi8(s16, _mm256_setr_epi8(0, 1, 4, 5, 2, 3, 6, 7, 0, 1, 4, 5, 2, 3, 6, 7,
+                                                              0, 1, 4, 5, 2, 3, 6, 7, 0, 1, 4, 5, 2, 3, 6, 7));
+  Q8KPairs r;
+  r.p[0] = _mm256_permutevar8x32_epi32(q, _mm256_set1_epi32(0));
+  r.p[1] = _mm256_permutevar8x32_epi32(q, _mm256_set1_epi32(1));
+  r.p[2] = _mm256_permutevar8x32_epi32(q, _mm256_set1_epi32(4));
+  r.p[3] = _mm256_permutevar8x32_epi32(q, _mm256_set1_epi32(5));
+  r.d = _mm256_set1_ps(y->d);
+  return r;
 }
 static inline __m256i bcast4_8(const int8_t* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
   return _mm256_set1_epi32(v);
 }
-// byte q of each lane of v as the int16 pair (b, b)
-static inline __m256i scale_pair(__m256i v, int q) {
-  const __m256i b = _mm256_and_si256(_mm256_srli_epi32(v, 8 * q), _mm256_set1_epi32(0xFF));
-  return _mm256_or_si256(b, _mm256_slli_epi32(b, 16));
-}
-
 // A token's super-block total: imin = mins . bsums (madd on the (min, min) pairs), then dot_q4_K_rp's
 // fma(is, d * y.d, acc), fma(imin, dmin * y.d, accm) per lane
-static inline void q4_K_x8_finish(const Q4KSb8& s, const block_q8_K* y, __m256i is, __m256& acc, __m256& accm) {
-  __m256i im = _mm256_madd_epi16(s.mp[0], _mm256_set1_epi32(ybs_pair8(y, 0, 2)));
-  im = _mm256_add_epi32(im, _mm256_madd_epi16(s.mp[1], _mm256_set1_epi32(ybs_pair8(y, 1, 3))));
-  im = _mm256_add_epi32(im, _mm256_madd_epi16(s.mp[2], _mm256_set1_epi32(ybs_pair8(y, 4, 6))));
-  im = _mm256_add_epi32(im, _mm256_madd_epi16(s.mp[3], _mm256_set1_epi32(ybs_pair8(y, 5, 7))));
-  const __m256 yd = _mm256_set1_ps(y->d);
-  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(s.d, yd), acc);
-  accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(im), _mm256_mul_ps(s.dm, yd), accm);
+static inline void q4_K_x8_finish(const Q4KSb8& s, const Q8KPairs& y, __m256i is, __m256& acc, __m256& accm) {
+  __m256i im = _mm256_madd_epi16(s.mp[0], y.p[0]);
+  im = _mm256_add_epi32(im, _mm256_madd_epi16(s.mp[1], y.p[1]));
+  im = _mm256_add_epi32(im, _mm256_madd_epi16(s.mp[2], y.p[2]));
+  im = _mm256_add_epi32(im, _mm256_madd_epi16(s.mp[3], y.p[3]));
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(s.d, y.d), acc);
+  accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(im), _mm256_mul_ps(s.dm, y.d), accm);
 }
 
-// Halves h0 .. h0 + NH - 1 of super-block b against KT tokens (y[t]: their blocks of this super-block; their
-// accumulators acc[h][t0 + t], s[hh]: half h0 + hh's scales). NH = 2 (KT <= 2: decode and 2-token steps) takes
-// each 64-byte line of weights whole: the halves one after the other read every line twice, and ran 15 %
-// slower from memory on a Zen 2. NH = 1 leaves the registers to 4 tokens' sums.
+// Halves h0 .. h0 + NH - 1 of super-block b against KT tokens (y[t]: their blocks of this super-block, yp[t]:
+// their sums, acc[h][t0 + t]: their accumulators, s[hh]: half h0 + hh's scales). NH = 2 (KT <= 2: decode and
+// 2-token steps) takes each 64-byte line of weights whole: the halves one after the other read every line twice,
+// and ran 15 % slower from memory on a Zen 2. NH = 1 leaves the registers to 4 tokens' sums.
 template <int NH, int KT>
-static inline void q4_K_x8_pass(const block_q4_Kx16& b, int h0, const Q4KSb8* s, const block_q8_K* const* y, int t0,
+static inline void q4_K_x8_pass(const block_q4_Kx16& b, int h0, const Q4KSb8* s, const block_q8_K* const* y,
+                                const Q8KPairs* yp, int t0,
                                 __m256 (*acc)[kMaxRowsK], __m256 (*accm)[kMaxRowsK]) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256i is[NH][KT];
@@ -87,14 +107,13 @@ static inline void q4_K_x8_pass(const block_q4_Kx16& b, int h0, const Q4KSb8* s,
         }
       }
     for (int hh = 0; hh < NH; hh++) {
-      const __m256i sv = p < 2 ? s[hh].slo : s[hh].shi;
-      const __m256i se = scale_pair(sv, 2 * (p % 2)), so = scale_pair(sv, 2 * (p % 2) + 1);
+      const __m256i se = s[hh].sp[2 * p], so = s[hh].sp[2 * p + 1];
       for (int t = 0; t < KT; t++)
         is[hh][t] = _mm256_add_epi32(is[hh][t], _mm256_add_epi32(_mm256_madd_epi16(al[hh][t], se), _mm256_madd_epi16(ah[hh][t], so)));
     }
   }
   for (int hh = 0; hh < NH; hh++)
-    for (int t = 0; t < KT; t++) q4_K_x8_finish(s[hh], y[t], is[hh][t], acc[h0 + hh][t0 + t], accm[h0 + hh][t0 + t]);
+    for (int t = 0; t < KT; t++) q4_K_x8_finish(s[hh], yp[t], is[hh][t], acc[h0 + hh][t0 + t], accm[h0 + hh][t0 + t]);
 }
 
 // x16_tile_fn: the group's 16 rows against k <= 8 tokens, C[t * ldc + r]. Hint: the software prefetch of the
@@ -112,20 +131,24 @@ static void x16_q4_K_avx2(int n, const void* vg, const void* vy, size_t by, int 
     if constexpr (Hint >= 0)
       for (size_t l = 0; l < sizeof(block_q4_Kx16) / 64; l++) _mm_prefetch((const char*)(g + i) + X16_PF_AVX2 + 64 * l, (_mm_hint)Hint);
     const block_q8_K* y[kMaxRowsK];
-    for (int t = 0; t < k; t++) y[t] = (const block_q8_K*)((const uint8_t*)vy + t * by) + i;
+    Q8KPairs yp[kMaxRowsK];
+    for (int t = 0; t < k; t++) {
+      y[t] = (const block_q8_K*)((const uint8_t*)vy + t * by) + i;
+      yp[t] = q8_K_pairs(y[t]);
+    }
     if (k <= 2) {  // whole lines
       const Q4KSb8 s[2] = {q4_K_x8_scales(g[i], 0), q4_K_x8_scales(g[i], 1)};
-      if (k == 1) q4_K_x8_pass<2, 1>(g[i], 0, s, y, 0, acc, accm); else q4_K_x8_pass<2, 2>(g[i], 0, s, y, 0, acc, accm);
+      if (k == 1) q4_K_x8_pass<2, 1>(g[i], 0, s, y, yp, 0, acc, accm); else q4_K_x8_pass<2, 2>(g[i], 0, s, y, yp, 0, acc, accm);
       continue;
     }
     for (int h = 0; h < 2; h++) {
       const Q4KSb8 s = q4_K_x8_scales(g[i], h);
       int t = 0;
-      for (; t + 4 <= k; t += 4) q4_K_x8_pass<1, 4>(g[i], h, &s, y + t, t, acc, accm);
+      for (; t + 4 <= k; t += 4) q4_K_x8_pass<1, 4>(g[i], h, &s, y + t, yp + t, t, acc, accm);
       switch (k - t) {
-        case 1: q4_K_x8_pass<1, 1>(g[i], h, &s, y + t, t, acc, accm); break;
-        case 2: q4_K_x8_pass<1, 2>(g[i], h, &s, y + t, t, acc, accm); break;
-        case 3: q4_K_x8_pass<1, 3>(g[i], h, &s, y + t, t, acc, accm); break;
+        case 1: q4_K_x8_pass<1, 1>(g[i], h, &s, y + t, yp + t, t, acc, accm); break;
+        case 2: q4_K_x8_pass<1, 2>(g[i], h, &s, y + t, yp + t, t, acc, accm); break;
+        case 3: q4_K_x8_pass<1, 3>(g[i], h, &s, y + t, yp + t, t, acc, accm); break;
         default: break;
       }
     }
@@ -146,16 +169,20 @@ static void x16_q4_K_avx2_g(int n, const uint8_t* g, size_t gstride, const uint8
       for (int t = 0; t < KT; t++) acc[j][h][t] = accm[j][h][t] = _mm256_setzero_ps();
   for (int i = 0; i < n / QK_K; i++) {
     const block_q8_K* y[KT];
-    for (int t = 0; t < KT; t++) y[t] = (const block_q8_K*)(vy + t * by) + i;
+    Q8KPairs yp[KT];
+    for (int t = 0; t < KT; t++) {
+      y[t] = (const block_q8_K*)(vy + t * by) + i;
+      yp[t] = q8_K_pairs(y[t]);
+    }
     for (int j = 0; j < G; j++) {
       const block_q4_Kx16& b = ((const block_q4_Kx16*)(g + j * gstride))[i];
       if constexpr (KT <= 2) {
         const Q4KSb8 s[2] = {q4_K_x8_scales(b, 0), q4_K_x8_scales(b, 1)};
-        q4_K_x8_pass<2, KT>(b, 0, s, y, 0, acc[j], accm[j]);
+        q4_K_x8_pass<2, KT>(b, 0, s, y, yp, 0, acc[j], accm[j]);
       } else {
         for (int h = 0; h < 2; h++) {
           const Q4KSb8 s = q4_K_x8_scales(b, h);
-          q4_K_x8_pass<1, KT>(b, h, &s, y, 0, acc[j], accm[j]);
+          q4_K_x8_pass<1, KT>(b, h, &s, y, yp, 0, acc[j], accm[j]);
         }
       }
     }
