@@ -62,6 +62,13 @@ static inline Q8KPairs q8_K_pairs(const block_q8_K* y) {
   r.d = _mm256_set1_ps(y->d);
   return r;
 }
+// Super-block i of k token rows (vy, by bytes apart): their blocks y[t] and sums yp[t]
+static inline void q8_K_tokens(const void* vy, size_t by, int k, int i, const block_q8_K** y, Q8KPairs* yp) {
+  for (int t = 0; t < k; t++) {
+    y[t] = (const block_q8_K*)((const uint8_t*)vy + t * by) + i;
+    yp[t] = q8_K_pairs(y[t]);
+  }
+}
 static inline __m256i bcast4_8(const int8_t* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
@@ -132,10 +139,7 @@ static void x16_q4_K_avx2(int n, const void* vg, const void* vy, size_t by, int 
       for (size_t l = 0; l < sizeof(block_q4_Kx16) / 64; l++) _mm_prefetch((const char*)(g + i) + X16_PF_AVX2 + 64 * l, (_mm_hint)Hint);
     const block_q8_K* y[kMaxRowsK];
     Q8KPairs yp[kMaxRowsK];
-    for (int t = 0; t < k; t++) {
-      y[t] = (const block_q8_K*)((const uint8_t*)vy + t * by) + i;
-      yp[t] = q8_K_pairs(y[t]);
-    }
+    q8_K_tokens(vy, by, k, i, y, yp);
     if (k <= 2) {  // whole lines
       const Q4KSb8 s[2] = {q4_K_x8_scales(g[i], 0), q4_K_x8_scales(g[i], 1)};
       if (k == 1) q4_K_x8_pass<2, 1>(g[i], 0, s, y, yp, 0, acc, accm); else q4_K_x8_pass<2, 2>(g[i], 0, s, y, yp, 0, acc, accm);
@@ -170,10 +174,7 @@ static void x16_q4_K_avx2_g(int n, const uint8_t* g, size_t gstride, const uint8
   for (int i = 0; i < n / QK_K; i++) {
     const block_q8_K* y[KT];
     Q8KPairs yp[KT];
-    for (int t = 0; t < KT; t++) {
-      y[t] = (const block_q8_K*)(vy + t * by) + i;
-      yp[t] = q8_K_pairs(y[t]);
-    }
+    q8_K_tokens(vy, by, KT, i, y, yp);
     for (int j = 0; j < G; j++) {
       const block_q4_Kx16& b = ((const block_q4_Kx16*)(g + j * gstride))[i];
       if constexpr (KT <= 2) {
