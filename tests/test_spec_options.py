@@ -333,9 +333,11 @@ def test_auto_policy_probe_catch_up_and_loop_overhead():
 
 
 def test_auto_policy_idle_sequence_follows_the_context():
-    """Beside other sequences, one that a run of rejections took to k = 0 learns nothing of its own while it does
-    not draft: its rates drift back to the context's (which fixed-length sequences teach too), so it drafts again
-    long before its first idle probe (idle_probe steps). Alone, it waits for the probe."""
+    """A sequence that a run of rejections took to k = 0 learns nothing of its own while it does not draft: its
+    rates drift back to the context's (which fixed-length sequences teach too, and which move more slowly than its
+    own), so it drafts again long before its first idle probe (idle_probe steps): beside other sequences, and alone
+    after a short run. Alone after a long run, the context's rates say the same as its own and it waits for the
+    probe."""
     a = timed(_core.AdaptiveDraftLength(2, 3, 10.0, 0.5, 1.0, 10.5), 10.5, n=2)
     for _ in range(30):
         a.observe_accept(1, 3, 3, own=False)  # a fixed-length neighbour: every draft accepted
@@ -344,10 +346,18 @@ def test_auto_policy_idle_sequence_follows_the_context():
         a.observe_accept(0, 3, 0)  # sequence 0's own drafts all rejected
     ks = [a.choose(0, 2) for _ in range(a.idle_probe - 2)]
     assert ks[0] == 0 and any(ks), ks  # none of these steps is a probe
+    # alone: 20 rejections take its own first rate to 0.6 * 0.92^20 = 0.11, below break-even (k = 1 pays above
+    # (11 + 1) / 10.5 - 1 = 0.14), the context's to 0.6 * 0.95^20 = 0.22, above it
     b = timed(_core.AdaptiveDraftLength(1, 3, 10.0, 0.5, 1.0, 10.5), 10.5)
     for _ in range(20):
         b.observe_accept(0, 3, 0)
-    assert [b.choose(0) for _ in range(b.idle_probe - 2)] == [0] * (b.idle_probe - 2)
+    ks = [b.choose(0) for _ in range(b.idle_probe - 2)]
+    assert ks[0] == 0 and any(ks), ks
+    # 60 rejections: the context's rate too (0.03) says drafting does not pay
+    c = timed(_core.AdaptiveDraftLength(1, 3, 10.0, 0.5, 1.0, 10.5), 10.5)
+    for _ in range(60):
+        c.observe_accept(0, 3, 0)
+    assert [c.choose(0) for _ in range(c.idle_probe - 2)] == [0] * (c.idle_probe - 2)
 
 
 def test_auto_policy_idle_probe_wait_spans_requests():

@@ -31,11 +31,12 @@
 // D and V: they are the probe's costs (catch-up, cold caches), not a drafting run's (counted, they made
 // the 12M trained model, whose drafts pay 6-15% on code, stop drafting); that draft times C. a_i starts
 // from the context-wide running rate and follows the sequence's own outcomes.
-// Every kProbe-th step a drafting sequence drafts one more (or, every other time, one fewer) than its
-// choice, so the rate of the next position and the cost of a row stay measured (and until the context
+// Every kProbe-th step a drafting sequence drafts one more (or, every other time, one fewer; from 1 to a
+// plain step only every kPlainProbe-th time) than its choice, so the rate of the next position and the cost
+// of a row stay measured (and until the context
 // has timed 3 plain steps, every other step is one). The context's rates learn from every drafting
-// sequence (fixed lengths too); a sequence at k = 0 beside others learns nothing of its own, so its rates
-// drift back to the context's. At k = 0 it probes with kProbeBurst 1-token steps after kIdleProbe steps,
+// sequence (fixed lengths too); a sequence at k = 0 learns nothing of its own, so its rates drift back to
+// the context's (beside others, or alone: the context's rates move more slowly than its own). At k = 0 it probes with kProbeBurst 1-token steps after kIdleProbe steps,
 // and each probe that leaves it at 0 doubles the wait (up to kIdleProbeMax; the context's wait and
 // countdown carry over to the next request), so a model where drafting never pays loses at most about
 // one probe in kIdleProbeMax steps. (Not doubling near break-even cost the 12M model 5-8% on the story
@@ -82,7 +83,7 @@ class AdaptiveDraftLength {
 
   const DraftCosts& costs() const { return costs_; }
   const std::vector<double>& rates(int seq) const { check(seq); return rate_[seq]; }
-  static constexpr int kProbe = 8, kIdleProbe = 32, kIdleProbeMax = 512, kProbeBurst = 4;
+  static constexpr int kProbe = 8, kPlainProbe = 8, kIdleProbe = 32, kIdleProbeMax = 512, kProbeBurst = 4;
 
  private:
   double expected_rate(int seq, int k, int n) const;  // E(k) / T(k)
