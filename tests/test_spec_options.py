@@ -231,7 +231,9 @@ def test_auto_policy_choices():
         ks.append(k)
         b.observe_accept(0, k, 0)  # nothing accepted
     # at k = 0: probes of probe_burst 1-token steps, the wait doubling from idle_probe up to idle_probe_max
-    first0 = next(i for i in range(len(ks)) if not any(ks[i:i + 16]))  # from here on it decodes plain
+    # from here on it decodes plain (before, single drafts while the request's mean of its outcomes, which starts
+    # from the context's rate, still says drafting may pay)
+    first0 = next(i for i in range(len(ks)) if not any(ks[i:i + b.idle_probe]))
     probes = [i for i in range(first0, len(ks)) if ks[i] > 0 and ks[i - 1] == 0]  # each burst's first step
     assert all(ks[i:i + b.probe_burst] == [1] * b.probe_burst and ks[i + b.probe_burst] == 0 for i in probes[:-1])
     gaps = [q - p - (b.probe_burst - 1) for p, q in zip(probes, probes[1:])]  # the k = 0 steps between bursts
@@ -333,11 +335,10 @@ def test_auto_policy_probe_catch_up_and_loop_overhead():
 
 
 def test_auto_policy_idle_sequence_follows_the_context():
-    """A sequence that a run of rejections took to k = 0 learns nothing of its own while it does not draft: its
-    rates drift back to the context's (which fixed-length sequences teach too, and which move more slowly than its
-    own), so it drafts again long before its first idle probe (idle_probe steps): beside other sequences, and alone
-    after a short run. Alone after a long run, the context's rates say the same as its own and it waits for the
-    probe."""
+    """A sequence that a run of rejections took to k = 0 learns nothing of its own while it does not draft: beside
+    other sequences its rates drift back to the context's (which fixed-length sequences teach too), alone to the mean
+    of its request's outcomes, so it drafts again long before its first idle probe (idle_probe steps): beside others,
+    and alone after a short run. Alone after a long run, that mean says the same and it waits for the probe."""
     a = timed(_core.AdaptiveDraftLength(2, 3, 10.0, 0.5, 1.0, 10.5), 10.5, n=2)
     for _ in range(30):
         a.observe_accept(1, 3, 3, own=False)  # a fixed-length neighbour: every draft accepted
@@ -346,16 +347,19 @@ def test_auto_policy_idle_sequence_follows_the_context():
         a.observe_accept(0, 3, 0)  # sequence 0's own drafts all rejected
     ks = [a.choose(0, 2) for _ in range(a.idle_probe - 2)]
     assert ks[0] == 0 and any(ks), ks  # none of these steps is a probe
-    # alone: 20 rejections take its own first rate to 0.6 * 0.92^20 = 0.11, below break-even (k = 1 pays above
-    # (11 + 1) / 10.5 - 1 = 0.14), the context's to 0.6 * 0.95^20 = 0.22, above it
+    # alone: 10 accepted drafts then 25 rejections take its running first rate to 0.83 * 0.92^25 = 0.10, below
+    # break-even (k = 1 pays above (11 + 1) / 10.5 - 1 = 0.14), the request's mean to (10 + 8 * 0.6) / (35 + 8) =
+    # 0.34, above it (8: the context's rate at the start counts as 8 outcomes)
     b = timed(_core.AdaptiveDraftLength(1, 3, 10.0, 0.5, 1.0, 10.5), 10.5)
-    for _ in range(20):
+    for _ in range(10):
+        b.observe_accept(0, 1, 1)
+    for _ in range(25):
         b.observe_accept(0, 3, 0)
     ks = [b.choose(0) for _ in range(b.idle_probe - 2)]
     assert ks[0] == 0 and any(ks), ks
-    # 60 rejections: the context's rate too (0.03) says drafting does not pay
+    # 40 rejections and nothing accepted: the request's mean too ((8 * 0.6) / 48 = 0.10) says drafting does not pay
     c = timed(_core.AdaptiveDraftLength(1, 3, 10.0, 0.5, 1.0, 10.5), 10.5)
-    for _ in range(60):
+    for _ in range(40):
         c.observe_accept(0, 3, 0)
     assert [c.choose(0) for _ in range(c.idle_probe - 2)] == [0] * (c.idle_probe - 2)
 

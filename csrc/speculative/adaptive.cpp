@@ -13,6 +13,7 @@ constexpr double kPrior = 0.6;      // conditional acceptance assumed before any
 // task (true rate 0.65, break-even near 0.5) below break-even: one run left 4 of the 5 tasks mostly at k = 0
 constexpr double kSeqAlpha = 0.08;
 constexpr double kGlobalAlpha = 0.05;
+constexpr double kMeanPrior = 8;  // weight of the context's rate at begin() in a request's mean (in outcomes)
 constexpr double kIdleRelax = 0.1;  // per step at k = 0: the pull of a sequence's rates to the context's
 constexpr double kDecay = 0.95;     // per step, for the cost fit (about the last 20 steps)
 // running means of the plain step and the drafting forward: the mean of the first observations (the
@@ -35,7 +36,8 @@ double nearest_timed(const std::vector<double>& mean, const std::vector<int>& se
       if (m >= 1 && m < (int)mean.size() && seen[m] > 0) return std::max(0.5 * mean[m], mean[m] + per * (i - m));
   return fallback;
 }
-constexpr int kColdSteps = 2;  // the first steps of a request, timed like a probe's
+constexpr int kColdSteps = 2;
+constexpr double kFar = 0.9;  // a probe one longer that looks this far below the choice is taken less often  // the first steps of a request, timed like a probe's
 
 double forward_ms(const Model& model, ThreadPool& tp, Memory& mem, int n, bool snapshot = true) {
   std::vector<int32_t> tok(n, 0), pos(n), seq(n, 0), rows(n);
@@ -70,7 +72,8 @@ DraftCosts measure_verify_ms(const Model& model, ThreadPool& tp, int n_rows, int
 }
 
 AdaptiveDraftLength::AdaptiveDraftLength(int n_seq, int cap, const DraftCosts& start)
-    : cap_(cap), costs_(start), rate_(n_seq, std::vector<double>(cap, kPrior)), global_(cap, kPrior), steps_(n_seq, 0),
+    : cap_(cap), costs_(start), rate_(n_seq, std::vector<double>(cap, kPrior)), mean_(n_seq, std::vector<Mean>(cap, Mean{0.0, 0.0, kPrior})),
+      global_(cap, kPrior), steps_(n_seq, 0),
       idle_wait_(n_seq, kIdleProbe), idle_left_(n_seq, kIdleProbe), burst_left_(n_seq, 0),
       plain_(n_seq + 1, 0.0), n_plain_at_(n_seq + 1, 0), spec_((size_t)n_seq * (cap + 1) + 1, 0.0),
       n_spec_at_((size_t)n_seq * (cap + 1) + 1, 0) {
@@ -94,6 +97,7 @@ void AdaptiveDraftLength::check(int seq) const {
 void AdaptiveDraftLength::begin(int seq) {
   check(seq);
   rate_[seq] = global_;
+  for (int i = 0; i < cap_; i++) mean_[seq][i] = Mean{0.0, 0.0, global_[i]};
   steps_[seq] = 0;
   idle_wait_[seq] = idle_wait_global_;
   idle_left_[seq] = idle_left_global_;
@@ -137,12 +141,17 @@ int AdaptiveDraftLength::choose(int seq, int n_generating) {
   if (best == 0) {
     // plain decoding wins: a 1-token probe now and then (each costs a draft, the deferred catch-up and
     // a speculative step), less often each time it confirms k = 0
-    // its own rates learn nothing while it does not draft: they drift back to the context's, so one that
-    // a short run of rejections took to 0 drafts again where the others' drafts pay, or alone, where its
-    // own longer record does (the context's rates learn more slowly: a run of 4 rejections at a true 0.65
-    // took the 12M model's own rate below break-even, 0.48 at -t 2, not the context's, and the sequence
-    // then sat at 0 until its probe, 32 steps of a 128-token request where drafting paid 15 %)
-    for (int i = 0; i < cap_; i++) rate_[seq][i] += kIdleRelax * (global_[i] - rate_[seq][i]);
+    // its own rates learn nothing while it does not draft: they drift back to the context's beside other
+    // sequences, so one that a short run of rejections took to 0 drafts again where the others' drafts
+    // pay; alone, to its request's mean (a run of 4 rejections at a true 0.65 took the 12M model's running
+    // rate below break-even, 0.48 at -t 2, and the sequence then sat at 0 until its probe, 32 steps of a
+    // 128-token request where drafting paid 15 %; the context's rates start from other requests' record,
+    // and drew a task where drafting lost back to drafting)
+    for (int i = 0; i < cap_; i++) {
+      const Mean& m = mean_[seq][i];
+      const double to = n > 1 ? global_[i] : (m.hits + kMeanPrior * m.prior) / (m.tries + kMeanPrior);
+      rate_[seq][i] += kIdleRelax * (to - rate_[seq][i]);
+    }
     // a probe is a few 1-token steps: one step's rate says little, and the first step's costs are not a
     // drafting run's (cold caches, the catch-up)
     if (burst_left_[seq] > 0) { burst_left_[seq]--; probe_step_ = true; return 1; }
@@ -170,9 +179,12 @@ int AdaptiveDraftLength::choose(int seq, int n_generating) {
     // (or at the cap) so the cost fit sees row counts on both sides of the working point. One shorter
     // than 1 is a plain step, which only re-times P: every kPlainProbe-th probe (every other one cost the
     // 12M model 1-2 % where k = 1 beat plain by 15 %, and the cap-1 setting every 8th step)
+    // One longer when that looks well below the choice (under kFar of its rate) likewise only every
+    // kPlainProbe / 2-th time: on the 12M model at -t 2 k = 2 is about a fifth slower per token than k = 1
     const int nth = step / kProbe;
     const bool down = best == cap_ || nth % 2 == 0;
     if (down && best == 1 && nth % kPlainProbe != 0) return best;
+    if (!down && nth % kPlainProbe != 1 && expected_rate(seq, best + 1, n) < kFar * best_rate) return best;
     best += down ? -1 : 1;
   }
   return best;
@@ -183,7 +195,11 @@ void AdaptiveDraftLength::observe_accept(int seq, int n_drafted, int n_accepted,
   // positions 1..a were accepted; a+1 (if drafted) was the first rejection; later ones were not tried
   for (int i = 0; i < n_drafted && i <= n_accepted && i < cap_; i++) {
     const double x = i < n_accepted ? 1.0 : 0.0;
-    if (own) rate_[seq][i] += kSeqAlpha * (x - rate_[seq][i]);
+    if (own) {
+      rate_[seq][i] += kSeqAlpha * (x - rate_[seq][i]);
+      mean_[seq][i].hits += x;
+      mean_[seq][i].tries += 1;
+    }
     global_[i] += kGlobalAlpha * (x - global_[i]);
   }
 }

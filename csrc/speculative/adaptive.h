@@ -36,7 +36,8 @@
 // of a row stay measured (and until the context
 // has timed 3 plain steps, every other step is one). The context's rates learn from every drafting
 // sequence (fixed lengths too); a sequence at k = 0 learns nothing of its own, so its rates drift back to
-// the context's (beside others, or alone: the context's rates move more slowly than its own). At k = 0 it probes with kProbeBurst 1-token steps after kIdleProbe steps,
+// the context's beside others, and alone to the mean of its request's outcomes (a short run of rejections
+// does not hold it at 0). At k = 0 it probes with kProbeBurst 1-token steps after kIdleProbe steps,
 // and each probe that leaves it at 0 doubles the wait (up to kIdleProbeMax; the context's wait and
 // countdown carry over to the next request), so a model where drafting never pays loses at most about
 // one probe in kIdleProbeMax steps. (Not doubling near break-even cost the 12M model 5-8% on the story
@@ -93,6 +94,8 @@ class AdaptiveDraftLength {
   int cap_;
   DraftCosts costs_;
   std::vector<std::vector<double>> rate_;  // [seq][position]
+  struct Mean { double hits, tries, prior; };  // a request's outcomes at one position, and the context's rate at begin
+  std::vector<std::vector<Mean>> mean_;        // [seq][position]
   std::vector<double> global_;             // [position], across sequences
   std::vector<int> steps_;                 // [seq] steps since begin
   // [seq] the k = 0 probe wait and the steps left until the next probe; the context's carry over to the next
