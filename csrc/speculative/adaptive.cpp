@@ -14,7 +14,7 @@ constexpr double kPrior = 0.6;      // conditional acceptance assumed before any
 constexpr double kSeqAlpha = 0.08;
 constexpr double kGlobalAlpha = 0.05;
 constexpr double kMeanPrior = 8;  // weight of the context's rate at begin() in a request's mean (in outcomes)
-constexpr double kIdleRelax = 0.1;  // per step at k = 0: the pull of a sequence's rates to the context's
+constexpr double kIdleRelax = 0.1;  // per step at k = 0: the pull of a sequence's rates to the context's (alone: its request's mean)
 constexpr double kDecay = 0.95;     // per step, for the cost fit (about the last 20 steps)
 // running means of the plain step and the drafting forward: the mean of the first observations (the
 // start-up value is only used until the first one: on a busy machine it can be off by 2x or more), then
@@ -36,8 +36,8 @@ double nearest_timed(const std::vector<double>& mean, const std::vector<int>& se
       if (m >= 1 && m < (int)mean.size() && seen[m] > 0) return std::max(0.5 * mean[m], mean[m] + per * (i - m));
   return fallback;
 }
-constexpr int kColdSteps = 2;
-constexpr double kFar = 0.9;  // a probe one longer that looks this far below the choice is taken less often  // the first steps of a request, timed like a probe's
+constexpr int kColdSteps = 2;  // the first steps of a request, timed like a probe's
+constexpr double kFar = 0.9;    // a probe one longer that looks this far below the choice is taken less often
 
 double forward_ms(const Model& model, ThreadPool& tp, Memory& mem, int n, bool snapshot = true) {
   std::vector<int32_t> tok(n, 0), pos(n), seq(n, 0), rows(n);
@@ -72,8 +72,8 @@ DraftCosts measure_verify_ms(const Model& model, ThreadPool& tp, int n_rows, int
 }
 
 AdaptiveDraftLength::AdaptiveDraftLength(int n_seq, int cap, const DraftCosts& start)
-    : cap_(cap), costs_(start), rate_(n_seq, std::vector<double>(cap, kPrior)), mean_(n_seq, std::vector<Mean>(cap, Mean{0.0, 0.0, kPrior})),
-      global_(cap, kPrior), steps_(n_seq, 0),
+    : cap_(cap), costs_(start), rate_(n_seq, std::vector<double>(cap, kPrior)),
+      mean_(n_seq, std::vector<Mean>(cap, Mean{0.0, 0.0, kPrior})), global_(cap, kPrior), steps_(n_seq, 0),
       idle_wait_(n_seq, kIdleProbe), idle_left_(n_seq, kIdleProbe), burst_left_(n_seq, 0),
       plain_(n_seq + 1, 0.0), n_plain_at_(n_seq + 1, 0), spec_((size_t)n_seq * (cap + 1) + 1, 0.0),
       n_spec_at_((size_t)n_seq * (cap + 1) + 1, 0) {
@@ -179,8 +179,8 @@ int AdaptiveDraftLength::choose(int seq, int n_generating) {
     // (or at the cap) so the cost fit sees row counts on both sides of the working point. One shorter
     // than 1 is a plain step, which only re-times P: every kPlainProbe-th probe (every other one cost the
     // 12M model 1-2 % where k = 1 beat plain by 15 %, and the cap-1 setting every 8th step)
-    // One longer when that looks well below the choice (under kFar of its rate) likewise only every
-    // kPlainProbe / 2-th time: on the 12M model at -t 2 k = 2 is about a fifth slower per token than k = 1
+    // One longer when that looks well below the choice (under kFar of its rate): only every 4th time (on
+    // the 12M model at -t 2, k = 2 is about a fifth slower per token than k = 1)
     const int nth = step / kProbe;
     const bool down = best == cap_ || nth % 2 == 0;
     if (down && best == 1 && nth % kPlainProbe != 0) return best;

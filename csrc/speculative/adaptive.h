@@ -32,9 +32,9 @@
 // the 12M trained model, whose drafts pay 6-15% on code, stop drafting); that draft times C. a_i starts
 // from the context-wide running rate and follows the sequence's own outcomes.
 // Every kProbe-th step a drafting sequence drafts one more (or, every other time, one fewer; from 1 to a
-// plain step only every kPlainProbe-th time) than its choice, so the rate of the next position and the cost
-// of a row stay measured (and until the context
-// has timed 3 plain steps, every other step is one). The context's rates learn from every drafting
+// plain step only every kPlainProbe-th time, and one more that looks well below its choice every 4th time)
+// than its choice, so the rate of the next position and the cost of a row stay measured (and until the
+// context has timed 3 plain steps, every other step is one). The context's rates learn from every drafting
 // sequence (fixed lengths too); a sequence at k = 0 learns nothing of its own, so its rates drift back to
 // the context's beside others, and alone to the mean of its request's outcomes (a short run of rejections
 // does not hold it at 0). At k = 0 it probes with kProbeBurst 1-token steps after kIdleProbe steps,
