@@ -364,6 +364,44 @@ def test_auto_policy_idle_sequence_follows_the_context():
     assert [c.choose(0) for _ in range(c.idle_probe - 2)] == [0] * (c.idle_probe - 2)
 
 
+def test_auto_policy_batch_probes():
+    """Beside other sequences the probes are the batch's. P(n) is timed only in a step where nobody drafts, so every
+    batch_plain-th drafting step is plain for every sequence (per-sequence probes never made one: a P(4) timed in a
+    slow moment stayed, and held 4 sequences of the 12M model drafting below plain). At k = 0 the sequences probe
+    together (one speculative step of 2n rows, the point k = 1 is decided on), in bursts of probe_burst steps, the
+    wait doubling from idle_probe to idle_probe_max as a lone sequence's does."""
+    n = 4
+    a = timed(_core.AdaptiveDraftLength(n, 3, 10.0, 0.5, 1.0, 10.5), 10.5, n=n)
+    for seq in range(n):
+        for _ in range(40):
+            a.observe_accept(seq, 3, 3)  # everything accepted: drafting pays
+    plain = []
+    for step in range(3 * (a.batch_plain + 1)):
+        ks = [a.choose(s, n) for s in range(n)]
+        assert len(set(ks)) == 1, (step, ks)  # same rates, same step counts: one choice
+        if ks[0] == 0:
+            plain.append(step)
+        a.observe_step(sum(k + 1 for k in ks), n, 12.0 if ks[0] else 20.0)
+    assert plain == [a.batch_plain, 2 * a.batch_plain + 1, 3 * a.batch_plain + 2], plain
+
+    b = timed(_core.AdaptiveDraftLength(n, 3, 10.0, 0.5, 1.0, 10.5), 10.5, n=n)
+    for seq in range(n):
+        for _ in range(40):
+            b.observe_accept(seq, 3, 0)  # nothing accepted: plain wins
+    steps = []
+    for _ in range(3000):
+        ks = [b.choose(s, n) for s in range(n)]
+        assert ks in ([0] * n, [1] * n), ks  # the idle sequences probe in the same steps
+        for s in range(n):
+            b.observe_accept(s, ks[s], 0)
+        b.observe_step(sum(k + 1 for k in ks), n, 12.0 if ks[0] else 10.5)
+        steps.append(ks[0])
+    probes = [i for i in range(1, len(steps)) if steps[i] and not steps[i - 1]]  # each burst's first step
+    assert all(steps[i:i + b.probe_burst] == [1] * b.probe_burst and steps[i + b.probe_burst] == 0 for i in probes[:-1])
+    gaps = [q - p - b.probe_burst for p, q in zip(probes, probes[1:])]  # the plain steps between bursts
+    assert gaps == sorted(gaps) and gaps[0] >= b.idle_probe and gaps[-1] == b.idle_probe_max, gaps
+
+
 def test_auto_policy_idle_probe_wait_spans_requests():
     """The wait before a k = 0 probe counts down across requests: a countdown restarted by each request never
     reached a wait of 512 steps in requests of 128 tokens, so auto never drafted again (the bench's tasks)."""

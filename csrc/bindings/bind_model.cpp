@@ -178,7 +178,8 @@ void bind_model(nb::module_& m) {
       .def_ro_static("probe_every", &AdaptiveDraftLength::kProbe)
       .def_ro_static("idle_probe", &AdaptiveDraftLength::kIdleProbe)
       .def_ro_static("idle_probe_max", &AdaptiveDraftLength::kIdleProbeMax)
-      .def_ro_static("probe_burst", &AdaptiveDraftLength::kProbeBurst);
+      .def_ro_static("probe_burst", &AdaptiveDraftLength::kProbeBurst)
+      .def_ro_static("batch_plain", &AdaptiveDraftLength::kBatchPlain);
 
   nb::class_<SeqArgs>(m, "SeqParams")
       .def(nb::init<>())

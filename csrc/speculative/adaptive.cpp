@@ -21,6 +21,11 @@ constexpr double kDecay = 0.95;     // per step, for the cost fit (about the las
 // an exponential mean of this weight
 constexpr double kMeanAlpha = 0.1;
 void running_mean(double& mean, int& n, double x) { mean += std::max(kMeanAlpha, 1.0 / ++n) * (x - mean); }
+constexpr double kBatchPlainAlpha = 0.25;  // weight of a batch's plain step taken among drafting ones
+// beside others drafting must look this much better than plain: P(n) and V(2n) are timed in different steps
+// (P only when nobody drafts), and this host's drift between them (+-20 % on the 12M model's 2 ms steps)
+// flipped 4 of its sequences into drafting where k = 1 ran at 0.92 of plain
+constexpr double kBatchMargin = 1.1;
 constexpr int kPlainSeen = 3;  // plain steps timed before a drafting sequence stops taking every other one
 // a timing above kOutlier x what the model predicts counts as kOutlier x: a 2-core machine now and then stalls
 // a 0.7 ms step for 4 ms, which moved the base cost of the fit (about the last 20 steps) by a third
@@ -130,7 +135,7 @@ int AdaptiveDraftLength::choose(int seq, int n_generating) {
   check(seq);
   const int n = std::max(1, n_generating);
   int best = 0;
-  double best_rate = expected_rate(seq, 0, n);
+  double best_rate = expected_rate(seq, 0, n) * (n > 1 ? kBatchMargin : 1.0);
   for (int k = 1; k <= cap_; k++) {
     const double r = expected_rate(seq, k, n);
     if (r > best_rate) { best = k; best_rate = r; }
@@ -138,6 +143,7 @@ int AdaptiveDraftLength::choose(int seq, int n_generating) {
   const int step = ++steps_[seq];
   // the first steps after a prompt run on caches it left cold: timed like a probe's
   if (step <= kColdSteps) probe_step_ = true;
+  if (n > 1 && batch_plain_) return 0;
   if (best == 0) {
     // plain decoding wins: a 1-token probe now and then (each costs a draft, the deferred catch-up and
     // a speculative step), less often each time it confirms k = 0
@@ -151,6 +157,11 @@ int AdaptiveDraftLength::choose(int seq, int n_generating) {
       const Mean& m = mean_[seq][i];
       const double to = n > 1 ? global_[i] : (m.hits + kMeanPrior * m.prior) / (m.tries + kMeanPrior);
       rate_[seq][i] += kIdleRelax * (to - rate_[seq][i]);
+    }
+    // beside others the batch probes (observe_step sets batch_probe_)
+    if (n > 1) {
+      if (batch_probe_ || (n_spec_ < kPlainSeen && step % 2 == 1)) { probe_step_ = true; return 1; }
+      return 0;
     }
     // a probe is a few 1-token steps: one step's rate says little, and the first step's costs are not a
     // drafting run's (cold caches, the catch-up)
@@ -171,6 +182,7 @@ int AdaptiveDraftLength::choose(int seq, int n_generating) {
   idle_wait_[seq] = idle_wait_global_ = kIdleProbe;
   idle_left_[seq] = idle_left_global_ = kIdleProbe;
   burst_left_[seq] = 0;
+  if (n > 1 && !batch_probe_) drafted_by_choice_ = true;
   // plain steps are measured only when taken: until a few were, every other step is one, so a start-up
   // value that is too high (a busy machine) cannot keep the sequence drafting where drafting loses
   if (n_plain_ < kPlainSeen && step % 2 == 0) return 0;
@@ -204,14 +216,37 @@ void AdaptiveDraftLength::observe_accept(int seq, int n_drafted, int n_accepted,
   }
 }
 
+void AdaptiveDraftLength::batch_next(int rows, int n_seqs) {
+  const bool by_choice = drafted_by_choice_;
+  drafted_by_choice_ = batch_plain_ = batch_probe_ = false;
+  if (n_seqs <= 1) return;
+  if (by_choice) {  // drafting pays for someone: the batch's idle wait starts over
+    batch_idle_wait_ = batch_idle_left_ = kIdleProbe;
+    batch_burst_left_ = 0;
+  }
+  if (batch_burst_left_ > 0) { batch_burst_left_--; batch_probe_ = true; return; }
+  if (rows > n_seqs) {
+    batch_plain_ = ++batch_drafting_ % kBatchPlain == 0;
+    return;
+  }
+  if (--batch_idle_left_ <= 0) {  // each probe that leaves the batch plain doubles the wait
+    batch_idle_wait_ = batch_idle_left_ = std::min(2 * batch_idle_wait_, (int)kIdleProbeMax);
+    batch_burst_left_ = kProbeBurst - 1;
+    batch_probe_ = true;
+  }
+}
+
 void AdaptiveDraftLength::observe_step(int rows, int n_seqs, double ms) {
-  const bool after_idle = after_idle_, probe = probe_step_;
+  const bool after_idle = after_idle_, probe = probe_step_, batch_plain = batch_plain_;
   after_idle_ = probe_step_ = false;
+  batch_next(rows, n_seqs);
   if (rows <= n_seqs) {  // nobody drafted: a plain step of n_seqs rows
     const int n = std::clamp(n_seqs, 1, (int)plain_.size() - 1);
     n_plain_++;
     if (n_plain_at_[n] >= kPlainSeen) ms = cap_stall(ms, plain_[n]);
-    running_mean(plain_[n], n_plain_at_[n], ms);
+    // a batch's plain step among drafting ones is rare (1 in kBatchPlain): it weighs more
+    if (batch_plain && n_plain_at_[n] >= kPlainSeen) plain_[n] += kBatchPlainAlpha * (ms - plain_[n]);
+    else running_mean(plain_[n], n_plain_at_[n], ms);
     if (n == 1) costs_.plain_ms = plain_[1];
     return;
   }

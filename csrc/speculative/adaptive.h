@@ -31,6 +31,8 @@
 // D and V: they are the probe's costs (catch-up, cold caches), not a drafting run's (counted, they made
 // the 12M trained model, whose drafts pay 6-15% on code, stop drafting); that draft times C. a_i starts
 // from the context-wide running rate and follows the sequence's own outcomes.
+// Beside other sequences (n > 1) the probes are the batch's (see batch_plain_ below), and drafting must look
+// kBatchMargin (10 %) better than plain to be chosen.
 // Every kProbe-th step a drafting sequence drafts one more (or, every other time, one fewer; from 1 to a
 // plain step only every kPlainProbe-th time, and one more that looks well below its choice every 4th time)
 // than its choice, so the rate of the next position and the cost of a row stay measured (and until the
@@ -85,11 +87,13 @@ class AdaptiveDraftLength {
   const DraftCosts& costs() const { return costs_; }
   const std::vector<double>& rates(int seq) const { check(seq); return rate_[seq]; }
   static constexpr int kProbe = 8, kPlainProbe = 8, kIdleProbe = 32, kIdleProbeMax = 512, kProbeBurst = 4;
+  static constexpr int kBatchPlain = 16;
 
  private:
   double expected_rate(int seq, int k, int n) const;  // E(k) / T(k)
   double plain_cost(int n) const;                     // P(n)
   double spec_cost(int rows) const;                   // V(rows), a speculative step's target forward and accept
+  void batch_next(int rows, int n_seqs);              // n > 1: whether the next step is a batch probe
   void check(int seq) const;
   int cap_;
   DraftCosts costs_;
@@ -106,6 +110,16 @@ class AdaptiveDraftLength {
   std::vector<int> n_plain_at_;            // [n] observations in plain_[n] (0: not timed)
   std::vector<double> spec_;               // [rows] V(rows), the running mean of the speculative steps of rows rows
   std::vector<int> n_spec_at_;             // [rows] observations in spec_[rows]
+  // n > 1: probes are the batch's, not each sequence's. Every kBatchPlain-th drafting step is plain for every
+  // sequence (P(n) is timed only when nobody drafts: per-sequence probes never made one, and a P(4) timed in a
+  // slow moment held 4 sequences of the 12M model drafting at 0.93 of plain); at k = 0 every idle sequence
+  // probes in the same steps (one drafting forward and one speculative step of 2n rows, the point k = 1 is
+  // decided on, instead of n probes of n + 1 rows each)
+  int batch_drafting_ = 0;        // drafting steps at n > 1: after every kBatchPlain-th, a plain one
+  bool batch_plain_ = false;      // this step: every sequence plain
+  bool batch_probe_ = false;      // this step: every sequence at k = 0 drafts 1
+  bool drafted_by_choice_ = false;  // this step: a sequence at n > 1 chose to draft (not a probe)
+  int batch_idle_wait_ = kIdleProbe, batch_idle_left_ = kIdleProbe, batch_burst_left_ = 0;
   bool after_idle_ = false;  // this step's draft caught up an idle stretch: its step is not timed
   bool probe_step_ = false;  // a sequence probes from k = 0 this step: its time only lowers V(R)
   // observations in the running means (plain and spec: over every n and R)
