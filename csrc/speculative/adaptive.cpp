@@ -79,7 +79,7 @@ DraftCosts measure_verify_ms(const Model& model, ThreadPool& tp, int n_rows, int
 AdaptiveDraftLength::AdaptiveDraftLength(int n_seq, int cap, const DraftCosts& start)
     : cap_(cap), costs_(start), rate_(n_seq, std::vector<double>(cap, kPrior)),
       mean_(n_seq, std::vector<Mean>(cap, Mean{0.0, 0.0, kPrior})), global_(cap, kPrior), steps_(n_seq, 0),
-      idle_wait_(n_seq, kIdleProbe), idle_left_(n_seq, kIdleProbe), burst_left_(n_seq, 0),
+      idle_(n_seq),
       plain_(n_seq + 1, 0.0), n_plain_at_(n_seq + 1, 0), spec_((size_t)n_seq * (cap + 1) + 1, 0.0),
       n_spec_at_((size_t)n_seq * (cap + 1) + 1, 0) {
   if (cap < 1 || n_seq < 1)
@@ -104,9 +104,7 @@ void AdaptiveDraftLength::begin(int seq) {
   rate_[seq] = global_;
   for (int i = 0; i < cap_; i++) mean_[seq][i] = Mean{0.0, 0.0, global_[i]};
   steps_[seq] = 0;
-  idle_wait_[seq] = idle_wait_global_;
-  idle_left_[seq] = idle_left_global_;
-  burst_left_[seq] = 0;
+  idle_[seq] = IdleProbe{idle_global_.wait, idle_global_.left, 0};
 }
 
 double AdaptiveDraftLength::plain_cost(int n) const {
@@ -165,23 +163,20 @@ int AdaptiveDraftLength::choose(int seq, int n_generating) {
     }
     // a probe is a few 1-token steps: one step's rate says little, and the first step's costs are not a
     // drafting run's (cold caches, the catch-up)
-    if (burst_left_[seq] > 0) { burst_left_[seq]--; probe_step_ = true; return 1; }
+    IdleProbe& idle = idle_[seq];
+    if (idle.take_burst()) { probe_step_ = true; return 1; }
     // likewise speculative steps: until a few were timed, every other step is one (a start-up forward
     // timed on a busy machine put a 2-row step at 1.2 ms where it costs 0.55 and kept auto plain)
     if (n_spec_ < kPlainSeen && step % 2 == 1) return 1;
-    if (--idle_left_[seq] <= 0) {
-      idle_wait_[seq] = idle_wait_global_ = std::min(2 * idle_wait_[seq], (int)kIdleProbeMax);
-      idle_left_[seq] = idle_left_global_ = idle_wait_[seq];
-      burst_left_[seq] = kProbeBurst - 1;
-      probe_step_ = true;
-      return 1;
-    }
-    idle_left_global_ = idle_left_[seq];
-    return 0;
+    const bool probe = idle.count_down();
+    idle_global_.left = idle.left;
+    if (!probe) return 0;
+    idle_global_.wait = idle.wait;
+    probe_step_ = true;
+    return 1;
   }
-  idle_wait_[seq] = idle_wait_global_ = kIdleProbe;
-  idle_left_[seq] = idle_left_global_ = kIdleProbe;
-  burst_left_[seq] = 0;
+  idle_[seq].reset();
+  idle_global_.reset();
   if (n > 1 && !batch_probe_) drafted_by_choice_ = true;
   // plain steps are measured only when taken: until a few were, every other step is one, so a start-up
   // value that is too high (a busy machine) cannot keep the sequence drafting where drafting loses
@@ -216,24 +211,24 @@ void AdaptiveDraftLength::observe_accept(int seq, int n_drafted, int n_accepted,
   }
 }
 
+bool AdaptiveDraftLength::IdleProbe::count_down() {
+  if (--left > 0) return false;
+  wait = left = std::min(2 * wait, (int)kIdleProbeMax);
+  burst = kProbeBurst - 1;
+  return true;
+}
+
 void AdaptiveDraftLength::batch_next(int rows, int n_seqs) {
   const bool by_choice = drafted_by_choice_;
   drafted_by_choice_ = batch_plain_ = batch_probe_ = false;
   if (n_seqs <= 1) return;
-  if (by_choice) {  // drafting pays for someone: the batch's idle wait starts over
-    batch_idle_wait_ = batch_idle_left_ = kIdleProbe;
-    batch_burst_left_ = 0;
-  }
-  if (batch_burst_left_ > 0) { batch_burst_left_--; batch_probe_ = true; return; }
+  if (by_choice) batch_idle_.reset();  // drafting pays for someone: the batch's idle wait starts over
+  if (batch_idle_.take_burst()) { batch_probe_ = true; return; }
   if (rows > n_seqs) {
     batch_plain_ = ++batch_drafting_ % kBatchPlain == 0;
     return;
   }
-  if (--batch_idle_left_ <= 0) {  // each probe that leaves the batch plain doubles the wait
-    batch_idle_wait_ = batch_idle_left_ = std::min(2 * batch_idle_wait_, (int)kIdleProbeMax);
-    batch_burst_left_ = kProbeBurst - 1;
-    batch_probe_ = true;
-  }
+  batch_probe_ = batch_idle_.count_down();
 }
 
 void AdaptiveDraftLength::observe_step(int rows, int n_seqs, double ms) {

@@ -102,10 +102,18 @@ class AdaptiveDraftLength {
   std::vector<std::vector<Mean>> mean_;        // [seq][position]
   std::vector<double> global_;             // [position], across sequences
   std::vector<int> steps_;                 // [seq] steps since begin
+  // At k = 0: a probe of kProbeBurst 1-token steps after `wait` steps, each probe doubling the wait (up to
+  // kIdleProbeMax); drafting by choice starts it over
+  struct IdleProbe {
+    int wait = kIdleProbe, left = kIdleProbe, burst = 0;  // burst: the probe's 1-token steps still to take
+    void reset() { *this = IdleProbe(); }
+    bool take_burst() { return burst > 0 && burst-- > 0; }
+    bool count_down();  // one step at k = 0: true when the wait is over (the probe's first step)
+  };
   // [seq] the k = 0 probe wait and the steps left until the next probe; the context's carry over to the next
   // request (a countdown per request never reached a wait of 512 in requests of 128 tokens: it never probed)
-  std::vector<int> idle_wait_, idle_left_, burst_left_;  // burst: the probe's 1-token steps still to take
-  int idle_wait_global_ = kIdleProbe, idle_left_global_ = kIdleProbe;
+  std::vector<IdleProbe> idle_;
+  IdleProbe idle_global_;
   std::vector<double> plain_;             // [n] P(n), the running mean of the plain steps of n sequences
   std::vector<int> n_plain_at_;            // [n] observations in plain_[n] (0: not timed)
   std::vector<double> spec_;               // [rows] V(rows), the running mean of the speculative steps of rows rows
@@ -119,7 +127,7 @@ class AdaptiveDraftLength {
   bool batch_plain_ = false;      // this step: every sequence plain
   bool batch_probe_ = false;      // this step: every sequence at k = 0 drafts 1
   bool drafted_by_choice_ = false;  // this step: a sequence at n > 1 chose to draft (not a probe)
-  int batch_idle_wait_ = kIdleProbe, batch_idle_left_ = kIdleProbe, batch_burst_left_ = 0;
+  IdleProbe batch_idle_;
   bool after_idle_ = false;  // this step's draft caught up an idle stretch: its step is not timed
   bool probe_step_ = false;  // a sequence probes from k = 0 this step: its time only lowers V(R)
   // observations in the running means (plain and spec: over every n and R)
