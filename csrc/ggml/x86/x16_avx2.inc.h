@@ -9,6 +9,11 @@
 // products plus one per 256, where the GGUF-row kernels (dot_q4_K_rp) take two per 32: a Zen 2 has one
 // vector-multiply pipe, which bounds the AVX2 batches. The float side is dot_q4_K_rp's fma(is, d * y.d, acc),
 // fma(imin, dmin * y.d, accm) per lane and its acc - accm, so each row's bits are vec_dot_rp's for any k.
+// A Zen 3 has two multiply pipes, and there the bound is the loop's mix: asm loops of maddubs + paddw ran one
+// maddubs a cycle with a 32-bit broadcast from memory per maddubs, with one per two, and with the activations
+// as maddubs' memory operand (0.72 cycles with no load, 0.5 for maddubs alone); this kernel ran 88-93 GMAC/s
+// at 4-8 tokens from L2 at -t 1, about 30 products a cycle at 3 GHz. A variant that shares each broadcast
+// between the two halves (the low and high nibbles in two sweeps) ran 0.65-0.93x, as GCC compiled it.
 
 // byte q of each 32-bit lane of v as the int16 pair (b, b): one byte shuffle
 static inline __m256i scale_pair(__m256i v, int q) {
