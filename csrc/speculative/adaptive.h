@@ -107,7 +107,11 @@ class AdaptiveDraftLength {
   struct IdleProbe {
     int wait = kIdleProbe, left = kIdleProbe, burst = 0;  // burst: the probe's 1-token steps still to take
     void reset() { *this = IdleProbe(); }
-    bool take_burst() { return burst > 0 && burst-- > 0; }
+    bool take_burst() {  // one of the probe's 1-token steps, while any is left
+      if (burst <= 0) return false;
+      burst--;
+      return true;
+    }
     bool count_down();  // one step at k = 0: true when the wait is over (the probe's first step)
   };
   // [seq] the k = 0 probe wait and the steps left until the next probe; the context's carry over to the next

@@ -8,15 +8,15 @@
 // (Q8_1) [nb][4] float s.
 //
 // A tile is 4 weight rows x 4 tokens. Up to 2 tokens it is one pass of the 4 rows, the tokens' blocks held in
-// registers; with 3-4 tokens two passes of 2 rows (16 accumulators would take all 16 ymm registers, 8 leave
-// room for the operands). Each pass keeps 8 pair chains in flight: at 2 rows x 2 tokens the 4 chains of fma
-// were latency-bound (4 rows: 1.2-1.4x on a Zen 3 at 1-2 tokens). Per (row, token) pair and block the result is that of
-// dot_signed_q8_0 / dot_unsigned_q8_1 (quants_simd.inc.h): the same 8 int32 lanes (exact integers), the
-// same fma with the scale product dx * dy (one rounding, whichever side multiplies) into the pair's own
-// 8-lane accumulator, block after block, the same hsum8 and, for the unsigned weights, the same
-// one-fma-per-block min chain: each pair's bits are vec_dot's. What the tile saves is the per-pair work
-// that does not depend on the pair: a weight block is decoded once for every token, a token's block loaded
-// and its scale converted once for every weight row.
+// registers; with 3-4 tokens two passes of 2 rows (16 accumulators would take all 16 ymm registers, 8 leave room
+// for the operands). A pass keeps 6-8 pair chains in flight: at 2 rows x 2 tokens the 4 chains of fma were
+// latency-bound (4 rows: 1.2-1.4x on a Zen 3 at 1-2 tokens). Per (row, token) pair and block the result is that
+// of dot_signed_q8_0 / dot_unsigned_q8_1 (quants_simd.inc.h): the same 8 int32 lanes (exact integers), the same
+// fma with the scale product dx * dy (one rounding, whichever side multiplies) into the pair's own 8-lane
+// accumulator, block after block, the same hsum8 and, for the unsigned weights, the same one-fma-per-block min
+// chain: each pair's bits are vec_dot's. What the tile saves is the per-pair work that does not depend on the
+// pair: a weight block is decoded once for every token, a token's block loaded and its scale converted once for
+// every weight row.
 // Q4_0 / Q5_0 take their lanes without the sign trick: the weights as the unsigned w + o (o = 8 / 16: the
 // nibbles as stored), maddubs + madd give lane + o * (y's lane sum), and the float lane minus o * that
 // sum is the lane exactly (integers below 2^24). On a Zen 2 a vpsignb per pair cost 0.8 cycles of the
@@ -69,7 +69,8 @@ enum class Lanes { Signed, Offset, Unsigned };
 template <class W, Lanes L, int R, int NC>
 static void gemm_pass(int nb, const typename W::B* x0, size_t ldw, const int8_t* pq, float* C, size_t ldc) {
   constexpr bool Signed = L == Lanes::Signed, Unsigned = L == Lanes::Unsigned;
-  constexpr bool kHoldY = R * NC <= 8 && R > 2;  // the tokens' blocks in registers (2 rows: 16 would spill)
+  static_assert((R == 4 && NC <= 2) || (R == 2 && NC <= 4), "gemm_tile2's passes: 4 rows x 1-2 tokens, 2 rows x 3-4");
+  constexpr bool kHoldY = R == 4;  // the 4-row pass holds its 1-2 tokens' blocks in registers
   const typename W::B* x[R];
   for (int i = 0; i < R; i++) x[i] = (const typename W::B*)((const uint8_t*)x0 + i * ldw);
   const float* pl = (const float*)(pq + (size_t)nb * kGemmCols * 32);  // Q8_0: lane sums [nb][4][8]
