@@ -10,9 +10,8 @@
 #include <stdexcept>
 #include <string>
 
-#include <sys/mman.h>
-
 #include "cpu/threadpool.h"
+#include "memory/anon_memory.h"
 
 namespace pyllm {
 
@@ -47,18 +46,10 @@ double read_bandwidth(int n_threads, size_t bytes, int passes) {
   const size_t line = 64;
   const size_t n_words = (bytes / line) * (line / sizeof(uint64_t));
   if (n_words == 0) throw std::invalid_argument("read_bandwidth: buffer of " + std::to_string(bytes) + " bytes is too small");
-  // anonymous memory in huge pages where the kernel gives them, as the loaded weights are (gguf.cpp's
-  // read_into_memory, the groups): on a Zen 2 VM the 4 KiB-page buffer read 18.8-19.0 GB/s at -t 2 where huge
-  // pages read 24.2-27.1, a ceiling below what the weights' own pages allow
-  const size_t n_bytes = n_words * sizeof(uint64_t);
-  void* raw = mmap(nullptr, n_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) throw std::bad_alloc();
-#ifdef MADV_HUGEPAGE
-  madvise(raw, n_bytes, MADV_HUGEPAGE);
-#endif
-  struct Unmap { size_t n; void operator()(void* p) const { munmap(p, n); } };
-  std::unique_ptr<void, Unmap> hold(raw, Unmap{n_bytes});
-  uint64_t* buf = static_cast<uint64_t*>(raw);
+  // in huge pages, as the loaded weights are (a 4 KiB-page buffer gives a ceiling below the weights' own pages)
+  AnonBuffer mem(n_words * sizeof(uint64_t));
+  if (!mem) throw std::bad_alloc();
+  uint64_t* buf = reinterpret_cast<uint64_t*>(mem.data());
   ThreadPool tp(n_threads);
   // each thread's share, in whole cache lines
   auto share = [&](int ith, int nth, size_t& w0, size_t& w1) {

@@ -8,10 +8,9 @@
 #include <string>
 #include <vector>
 
-#include <sys/mman.h>
-
 #include "cpu/matmul.h"
 #include "cpu/threadpool.h"
+#include "memory/anon_memory.h"
 
 namespace pyllm {
 
@@ -25,20 +24,12 @@ double bench_matmul(ggml_type type, const uint8_t* w, int64_t N, int64_t K, int 
   W.nb1 = row_size(type, K);
   W.nb2 = W.nb1 * N;
   W.data = w;
-  // The groups in anonymous memory with huge pages where the kernel gives them, as a model's weights are
-  // (gguf.cpp's read_into_memory): with 4 KiB pages the same kernels streamed slower than they do in a model.
-  struct Anon {
-    void* p = MAP_FAILED; size_t n = 0;
-    ~Anon() { if (p != MAP_FAILED) munmap(p, n); }
-  } groups;
+  // the groups in huge pages, as a model's weights are (memory/anon_memory.h)
+  AnonBuffer groups;
   if (grouped && can_group(W)) {
-    groups.n = W.nb2;
-    groups.p = mmap(nullptr, groups.n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (groups.p == MAP_FAILED) throw std::runtime_error("bench_matmul: cannot allocate " + std::to_string(groups.n) + " bytes");
-#ifdef MADV_HUGEPAGE
-    madvise(groups.p, groups.n, MADV_HUGEPAGE);
-#endif
-    group_rows(W, (uint8_t*)groups.p);
+    groups = AnonBuffer(W.nb2);
+    if (!groups) throw std::runtime_error("bench_matmul: cannot allocate " + std::to_string(W.nb2) + " bytes");
+    group_rows(W, groups.data());
   }
   const int64_t ldy = N;
   std::vector<float> X((size_t)B * K), Y((size_t)B * ldy);  // [B][K] in, [B][ldy] out

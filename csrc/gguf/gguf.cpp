@@ -11,6 +11,8 @@
 #include <cstring>
 #include <sstream>
 
+#include "memory/anon_memory.h"
+
 namespace pyllm {
 
 static const char* kTypeNames[] = {"uint8", "int8", "uint16", "int16", "uint32", "int32", "float32",
@@ -137,13 +139,10 @@ static size_t mem_available() {
 
 // The whole file in anonymous memory (huge pages where the kernel gives them); GGUFError if it cannot be.
 static void* read_into_memory(int fd, size_t size, const std::string& path) {
-  void* m = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (m == MAP_FAILED)
+  void* m = map_anon(size);
+  if (!m)
     throw GGUFError("GGUF file '" + path + "': cannot allocate " + std::to_string(size) +
                     " bytes to load it (--mmap maps it instead): " + std::strerror(errno));
-#ifdef MADV_HUGEPAGE
-  madvise(m, size, MADV_HUGEPAGE);
-#endif
   for (size_t off = 0; off < size;) {
     const ssize_t r = ::pread(fd, (char*)m + off, std::min<size_t>(size - off, (size_t)1 << 26), (off_t)off);
     if (r <= 0) {

@@ -107,10 +107,10 @@ Weight Model::tensor_any(const std::string& name, bool required) const {
   if (it != grouped_.end()) return it->second;
   uint8_t* dst = file_->writable(*t);  // in place when the file was read into memory
   if (!dst) {  // a mapped file: the groups go to anonymous memory, the file's pages stay evictable
-    void* m = std::aligned_alloc(64, (t->nbytes + 63) / 64 * 64);
+    AnonBuffer m(t->nbytes);  // huge pages (memory/anon_memory.h): the kernels stream these
     if (!m) throw ModelError("GGUF file '" + file_->path() + "': cannot allocate " + std::to_string(t->nbytes) + " bytes to put tensor '" + name + "' into 16-row groups (--no-repack keeps the file's layout)");
-    owned_.emplace_back((uint8_t*)m, std::free);
-    dst = (uint8_t*)m;
+    dst = m.data();
+    owned_.push_back(std::move(m));
     grouped_copied_bytes_ += t->nbytes;
   }
   group_rows(w, dst);

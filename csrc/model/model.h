@@ -12,6 +12,7 @@
 #include "cpu/matmul.h"
 #include "cpu/threadpool.h"
 #include "gguf/gguf.h"
+#include "memory/anon_memory.h"
 #include "memory/batch.h"
 #include "memory/memory.h"
 
@@ -84,7 +85,7 @@ class Model {
   // grouped matrices by name (a second lookup of a tensor, e.g. a tied output, must not convert it again)
   // and the anonymous memory of those copied out of a mapped file
   mutable std::map<std::string, Weight> grouped_;
-  mutable std::vector<std::unique_ptr<uint8_t, void (*)(void*)>> owned_;
+  mutable std::vector<AnonBuffer> owned_;
   mutable int n_grouped_ = 0;
   mutable size_t grouped_bytes_ = 0, grouped_copied_bytes_ = 0;
 };
