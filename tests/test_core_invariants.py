@@ -448,6 +448,18 @@ def test_copied_groups_ask_for_huge_pages():
     assert _huge_page_hinted_bytes() - before >= m.grouped_copied_bytes
 
 
+def test_draft_head_copy_asks_for_huge_pages():
+    """The cheap draft head's converted rows (--spec-draft-head-type) are streamed by every draft step, as the
+    model's weights are: they are asked for huge pages too (a std::vector gave them 4 KiB pages)."""
+    if not os.path.exists("/proc/self/smaps") or not os.path.isdir("/sys/kernel/mm/transparent_hugepage"):
+        pytest.skip("no /proc/self/smaps or no transparent huge pages on this kernel")
+    m = get_model("qwen35-Q8_0", load_mtp=True)
+    before = _huge_page_hinted_bytes()
+    c = new_context(m, 256, spec_type="draft-mtp", n_max=3, draft_head_type="q4_0")
+    assert c.draft_head_bytes > 0
+    assert _huge_page_hinted_bytes() - before >= c.draft_head_bytes
+
+
 @pytest.mark.parametrize("arch", ["qwen35", "qwen35moe"])
 @pytest.mark.parametrize("qtype", ["q4_0", "q4_1"])
 def test_grouped_q4_0_q4_1_model_equals_rows(tiny_gguf, arch, qtype):

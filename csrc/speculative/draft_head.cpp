@@ -72,7 +72,10 @@ DraftHead::DraftHead(const Model& model, const Weight& head, ThreadPool& tp, con
   } else {
     std::vector<int32_t> ids(n_main_);
     for (int64_t i = 0; i < n_main_; i++) ids[i] = (int32_t)i;
-    owned_.resize((size_t)n_main_ * rb);
+    owned_ = AnonBuffer((size_t)n_main_ * rb);  // memory/anon_memory.h, as the model's streamed weights
+    if (!owned_)
+      throw std::runtime_error("--spec-draft-head-type " + type + ": cannot allocate " + mib((size_t)n_main_ * rb) +
+                               " for the draft head's rows");
     convert_rows(tp, head, ids, t, owned_.data());
     main_ = owned_weight(head.name + ".draft", t, E, n_main_, owned_.data());
   }

@@ -17,6 +17,7 @@
 
 #include "cpu/matmul.h"
 #include "cpu/threadpool.h"
+#include "memory/anon_memory.h"
 #include "model/model.h"
 
 namespace pyllm {
@@ -42,7 +43,8 @@ class DraftHead {
   Weight main_, extra_;
   int64_t n_main_ = 0;
   std::vector<int32_t> extra_ids_;
-  std::vector<uint8_t> owned_, extra_buf_;
+  AnonBuffer owned_;                // the converted rows, streamed by every draft step: huge pages
+  std::vector<uint8_t> extra_buf_;  // the few end-of-generation rows beyond them
   std::string desc_;
 };
 
